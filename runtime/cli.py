@@ -1,0 +1,68 @@
+"""The ``tl-rebuild`` command line: one parser, lazy handlers, one error boundary.
+
+``hook-stop`` bypasses argparse and every heavy import: Claude Code runs it after every turn,
+so it must stay close to the start-up time of a bare interpreter (see runtime.hook).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from runtime.errors import ThreadlineError
+
+PROG = "tl-rebuild"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the full parser; each command group registers its own sub-commands."""
+    from runtime import cli_engine, cli_ops
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Rebuild a long-running Claude Code session: carry every word, drop the noise.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    cli_engine.register(sub)
+    cli_ops.register(sub)
+    hook = sub.add_parser("hook-stop", help="Stop-hook entry (reads the hook JSON on stdin)")
+    hook.set_defaults(func=None)
+    mcp = sub.add_parser("mcp", help="run the stdio MCP server (7 thread_rebuild_* tools)")
+    mcp.add_argument("--config", help="runtime config file (TOML)")
+    mcp.set_defaults(func=_run_mcp)
+    return parser
+
+
+def _run_mcp(args: argparse.Namespace) -> int:
+    from runtime import mcp_server
+
+    return mcp_server.main(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``tl-rebuild`` command and return its exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook-stop"]:
+        from runtime import hook
+
+        return hook.main(args_list[1:])
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    try:
+        return int(args.func(args) or 0)
+    except ThreadlineError as exc:
+        if args.debug:
+            raise
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Jinja2 templates rendered by tl-provision (installed as provision.templates)."""
