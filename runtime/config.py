@@ -1,0 +1,246 @@
+"""The runtime config: one TOML file, validated by a JSON Schema, read into frozen dataclasses.
+
+``load_config(path)`` is the only way in. Every key has a default (SPEC §3, §4), so ``None``
+gives a complete config without ``project_dir``; read-only commands work that way on an
+explicit ``--transcript``. Validation reports every problem at once, each naming its key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import ConfigError
+
+ENV_VAR = "THREADLINE_CONFIG"
+
+DEFAULT_INJECTED_TAGS: tuple[str, ...] = (
+    "system-reminder",
+    "local-command-caveat",
+    "local-command-stdout",
+    "local-command-stderr",
+    "command-name",
+    "command-message",
+    "command-args",
+    "memory-retrieval",
+    "heartbeat",
+    "scheduled-task",
+    "task-notification",
+    "ide_selection",
+    "ide_opened_file",
+    "user-prompt-submit-hook",
+)
+DEFAULT_POISON_PATTERNS: tuple[str, ...] = (
+    r"\b(AUP|Acceptable Use Policy|policy violation|refusal loop)\b",
+    r"上下文中毒|拒绝循环",
+)
+DEFAULT_REPLY_TOOL_PATTERN = r"^mcp__[\w.-]*(companion|telegram)[\w.-]*__reply$"
+
+
+@dataclass(frozen=True)
+class SpeechTool:
+    """A deployment-specific tool whose argument at ``path`` (dotted) is carried as speech."""
+
+    name: str
+    path: str
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(self.path.split("."))
+
+
+@dataclass(frozen=True)
+class RebuildConfig:
+    """SPEC §3 knobs: what a rebuild carries and when the session counts as dirty."""
+
+    include_open_tail: bool = True
+    stamp_turns: bool = True
+    carry_max_tokens: int = 0
+    carry_overflow: str = "drop_oldest"
+    token_cjk_factor: float = 1.1
+    token_other_divisor: float = 1.5
+    fixed_overhead_tokens: int = 0
+    poison_patterns: tuple[str, ...] = DEFAULT_POISON_PATTERNS
+    poison_window_turns: int = 10
+    poison_threshold: int = 2
+    dirty_budget_bytes: int = 524288
+    rebuild_on_image: bool = True
+    injected_tags: tuple[str, ...] = DEFAULT_INJECTED_TAGS
+    reply_tool_pattern: str = DEFAULT_REPLY_TOOL_PATTERN
+    reply_tool_argument: str = "text"
+    reply_chat_ids: tuple[str, ...] = ()
+    speech_tools: tuple[SpeechTool, ...] = ()
+
+    @cached_property
+    def poison_regexes(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p) for p in self.poison_patterns)
+
+    @cached_property
+    def reply_tool_regex(self) -> re.Pattern[str]:
+        return re.compile(self.reply_tool_pattern)
+
+
+@dataclass(frozen=True)
+class TmuxConfig:
+    target: str = ""
+    socket_name: str = ""
+
+
+@dataclass(frozen=True)
+class SystemdConfig:
+    unit: str = ""
+    pointer_path: str = ""
+
+
+@dataclass(frozen=True)
+class PointerConfig:
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    """SPEC §4 knobs: how the running claude is switched and checked."""
+
+    door: str = "tmux"
+    resume_argv: tuple[str, ...] = ()
+    launch_argv: tuple[str, ...] = ()
+    channel_flags: tuple[str, ...] = ()
+    expected_channel_servers: tuple[str, ...] = ()
+    healthcheck_seconds: float = 5.0
+    stable_seconds: float = 0.3
+    stable_timeout_seconds: float = 30.0
+    worker_log: str = ""
+    keep_operations: int = 20
+    tmux: TmuxConfig = field(default_factory=TmuxConfig)
+    systemd: SystemdConfig = field(default_factory=SystemdConfig)
+    pointer: PointerConfig = field(default_factory=PointerConfig)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole runtime config; ``source`` is the file it came from (None = defaults)."""
+
+    project_dir: Path | None = None
+    workdir: Path | None = None
+    state_dir: Path | None = None
+    rebuild: RebuildConfig = field(default_factory=RebuildConfig)
+    switch: SwitchConfig = field(default_factory=SwitchConfig)
+    source: Path | None = None
+
+    @property
+    def worker_log_path(self) -> Path | None:
+        if self.switch.worker_log:
+            return Path(self.switch.worker_log).expanduser()
+        return self.state_dir / "worker.log" if self.state_dir else None
+
+
+def config_path_from(cli_value: str | os.PathLike[str] | None) -> Path | None:
+    """The config file to use: ``--config`` first, else ``$THREADLINE_CONFIG``, else none."""
+    if cli_value:
+        return Path(cli_value)
+    env = os.environ.get(ENV_VAR, "")
+    return Path(env) if env else None
+
+
+def load_config(path: str | os.PathLike[str] | None) -> Config:
+    """Read, validate and freeze the config at ``path``; ``None`` gives every default."""
+    if path is None:
+        return Config()
+    source = Path(path).expanduser()
+    try:
+        raw = source.read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {str(source)!r}") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"config path is a directory: {str(source)!r}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {str(source)!r}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config {str(source)!r} is not UTF-8 text") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {str(source)!r} is not valid TOML: {exc}") from exc
+    return config_from_mapping(data, source)
+
+
+def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Config:
+    """Validate a parsed mapping (all errors at once, each naming its key) and freeze it."""
+    problems = schema_errors(data) or regex_errors(data)
+    if problems:
+        where = f"config {str(source)!r}" if source else "config"
+        raise ConfigError(f"invalid {where}: " + "; ".join(problems))
+    rebuild = dict(data.get("rebuild", {}))
+    for key in ("poison_patterns", "injected_tags", "reply_chat_ids"):
+        if key in rebuild:
+            rebuild[key] = tuple(rebuild[key])
+    if "speech_tools" in rebuild:
+        rebuild["speech_tools"] = tuple(SpeechTool(**t) for t in rebuild["speech_tools"])
+    switch = dict(data.get("switch", {}))
+    for key in ("resume_argv", "launch_argv", "channel_flags", "expected_channel_servers"):
+        if key in switch:
+            switch[key] = tuple(switch[key])
+    switch["tmux"] = TmuxConfig(**switch.get("tmux", {}))
+    switch["systemd"] = SystemdConfig(**switch.get("systemd", {}))
+    switch["pointer"] = PointerConfig(**switch.get("pointer", {}))
+    return Config(
+        project_dir=_path(data.get("project_dir")),
+        workdir=_path(data.get("workdir")),
+        state_dir=_path(data.get("state_dir")),
+        rebuild=RebuildConfig(**rebuild),
+        switch=SwitchConfig(**switch),
+        source=source,
+    )
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value).expanduser() if value else None
+
+
+def _schema() -> dict[str, Any]:
+    text = resources.files("runtime.schema").joinpath("config.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def schema_errors(data: Any) -> list[str]:
+    """Every schema violation of ``data`` as ``dotted.key: message``, in document order."""
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(_schema())
+    found = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    problems = []
+    for err in found:
+        prefix = "".join(f"{p}." for p in err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            known = err.schema.get("properties", {})
+            problems.extend(f"{prefix}{k}: unknown key" for k in err.instance if k not in known)
+            continue
+        problems.append(f"{prefix.rstrip('.') or '(top level)'}: {err.message}")
+    return problems
+
+
+def regex_errors(data: dict[str, Any]) -> list[str]:
+    """Regex knobs that do not compile, named by key and index."""
+    rebuild = data.get("rebuild", {})
+    problems = []
+    for i, pattern in enumerate(rebuild.get("poison_patterns", ())):
+        problems.extend(_compile_problem(f"rebuild.poison_patterns.{i}", pattern))
+    if "reply_tool_pattern" in rebuild:
+        pattern = rebuild["reply_tool_pattern"]
+        problems.extend(_compile_problem("rebuild.reply_tool_pattern", pattern))
+    return problems
+
+
+def _compile_problem(key: str, pattern: str) -> list[str]:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return [f"{key}: {pattern!r} is not a valid regular expression ({exc})"]
+    return []
