@@ -1,0 +1,223 @@
+"""The provision package's one door to the machine: commands (plumbum) and file reads/writes.
+
+Every task reads facts and every action changes the machine through a ``Host``. ``LocalHost``
+drives this machine (``connection: local``); tests pass ``tests/fakes.py: FakeHost``, which
+serves canned files and command outputs and records what was written.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_module
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from provision.errors import HostError
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """Outcome of one command: argv, exit code, decoded stdout and stderr."""
+
+    argv: tuple[str, ...]
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """The parts of ``stat`` tasks compare: kind, permission bits, owner, mtime."""
+
+    is_dir: bool
+    mode: int
+    uid: int
+    gid: int
+    mtime: float
+    executable: bool
+
+
+class Host:
+    """The interface tasks and actions use; LocalHost and FakeHost implement it."""
+
+    name: str = "localhost"
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            cwd: str | None = None, timeout: float = 30.0,
+            input_text: str | None = None) -> CommandResult:
+        """Run ``argv`` without a shell; a missing binary or a timeout is a HostError."""
+        raise NotImplementedError
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """The file's bytes, or None when it does not exist."""
+        raise NotImplementedError
+
+    def stat(self, path: str) -> FileStat | None:
+        """The file's stat (following symlinks), or None when it does not exist."""
+        raise NotImplementedError
+
+    def readlink(self, path: str) -> str | None:
+        """The symlink's target (e.g. /proc/PID/cwd), or None when unreadable."""
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in a directory ([] when it does not exist)."""
+        raise NotImplementedError
+
+    def which(self, name: str) -> str | None:
+        """The absolute path of ``name`` found on PATH (or ``name`` itself if absolute)."""
+        raise NotImplementedError
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None,
+                   backup: bool = True) -> str | None:
+        """Replace ``path`` atomically; return the backup path of the old file, if any."""
+        raise NotImplementedError
+
+    def ensure_dir(self, path: str, mode: int) -> None:
+        """Create ``path`` with parents, then set ``mode`` on it."""
+        raise NotImplementedError
+
+    def read_text(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def proc_cmdline(self, pid: int) -> tuple[str, ...]:
+        """argv of a live process from /proc/PID/cmdline (() when gone or a zombie)."""
+        data = self.read_bytes(f"/proc/{pid}/cmdline") or b""
+        return tuple(part.decode("utf-8", "replace") for part in data.split(b"\0")[:-1])
+
+    def proc_children(self, pid: int) -> list[int]:
+        """Direct children of ``pid`` from /proc/PID/task/*/children."""
+        children: list[int] = []
+        for tid in self.listdir(f"/proc/{pid}/task"):
+            text = self.read_text(f"/proc/{pid}/task/{tid}/children") or ""
+            children.extend(int(token) for token in text.split())
+        return children
+
+
+class LocalHost(Host):
+    """This machine, through plumbum (commands) and the os module (files)."""
+
+    def __init__(self, name: str = "localhost") -> None:
+        self.name = name
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            cwd: str | None = None, timeout: float = 30.0,
+            input_text: str | None = None) -> CommandResult:
+        from plumbum import local
+        from plumbum.commands.processes import CommandNotFound, ProcessTimedOut
+
+        argv = tuple(str(arg) for arg in argv)
+        try:
+            command = local[argv[0]][argv[1:]]
+            if env is not None:
+                command = command.with_env(**env)
+            if cwd is not None:
+                command = command.with_cwd(cwd)
+            if input_text is not None:
+                rc, out, err = (command << input_text).run(retcode=None, timeout=timeout)
+            else:
+                rc, out, err = command.run(retcode=None, timeout=timeout, stdin=_devnull())
+        except CommandNotFound as exc:
+            raise HostError(f"command not found: {argv[0]!r}") from exc
+        except ProcessTimedOut as exc:
+            raise HostError(f"command timed out after {timeout:g}s: {' '.join(argv)!r}") from exc
+        except OSError as exc:
+            raise HostError(f"command could not start: {' '.join(argv)!r}: {exc}") from exc
+        return CommandResult(argv, int(rc), _text(out), _text(err))
+
+    def read_bytes(self, path: str) -> bytes | None:
+        try:
+            return Path(path).read_bytes()
+        except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
+            return None
+        except IsADirectoryError as exc:
+            raise HostError(f"expected a file, found a directory: {path!r}") from exc
+        except OSError as exc:
+            raise HostError(f"cannot read {path!r}: {exc.strerror}") from exc
+
+    def stat(self, path: str) -> FileStat | None:
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise HostError(f"cannot stat {path!r}: {exc.strerror}") from exc
+        return FileStat(stat_module.S_ISDIR(st.st_mode), stat_module.S_IMODE(st.st_mode),
+                        st.st_uid, st.st_gid, st.st_mtime, os.access(path, os.X_OK))
+
+    def readlink(self, path: str) -> str | None:
+        try:
+            return os.readlink(path)
+        except OSError:
+            return None
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return []
+
+    def which(self, name: str) -> str | None:
+        import shutil
+
+        return shutil.which(name)
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None,
+                   backup: bool = True) -> str | None:
+        target = Path(path)
+        old = self.stat(path)
+        final_mode = mode if mode is not None else (old.mode if old else 0o644)
+        backup_path = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if backup and old is not None and not old.is_dir:
+                backup_path = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}~"
+                self._atomic(Path(backup_path), target.read_bytes(), old.mode)
+            self._atomic(target, data, final_mode)
+        except OSError as exc:
+            raise HostError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+        return backup_path
+
+    def ensure_dir(self, path: str, mode: int) -> None:
+        try:
+            os.makedirs(path, mode=mode, exist_ok=True)
+            os.chmod(path, mode)
+        except OSError as exc:
+            raise HostError(f"cannot create directory {path!r}: {exc.strerror}") from exc
+
+    @staticmethod
+    def _atomic(target: Path, data: bytes, mode: int) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fchmod(handle.fileno(), mode)
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _devnull() -> int:
+    import subprocess
+
+    return subprocess.DEVNULL
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

@@ -1,0 +1,84 @@
+"""A fake provision host: canned files and command outputs in, recorded writes out.
+
+Unit tests of facts → plan → actions use it instead of patching subprocess (STYLE.md rule 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from provision.errors import HostError
+from provision.host import CommandResult, FileStat, Host
+
+
+@dataclass
+class FakeHost(Host):
+    """Serves ``files`` and ``commands`` (argv tuple → result); records writes and commands run."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    dirs: dict[str, int] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+    commands: dict[tuple[str, ...], CommandResult] = field(default_factory=dict)
+    executables: set[str] = field(default_factory=set)
+    ran: list[tuple[str, ...]] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    name: str = "fakehost"
+
+    def add_command(self, argv: Sequence[str], stdout: str = "", rc: int = 0,
+                    stderr: str = "") -> None:
+        self.commands[tuple(argv)] = CommandResult(tuple(argv), rc, stdout, stderr)
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            cwd: str | None = None, timeout: float = 30.0,
+            input_text: str | None = None) -> CommandResult:
+        key = tuple(str(a) for a in argv)
+        self.ran.append(key)
+        if key not in self.commands:
+            raise HostError(f"command not found: {key[0]!r}")
+        return self.commands[key]
+
+    def read_bytes(self, path: str) -> bytes | None:
+        return self.files.get(path)
+
+    def stat(self, path: str) -> FileStat | None:
+        if path in self.dirs:
+            return FileStat(True, self.dirs[path], 0, 0, 0.0, True)
+        if path in self.files:
+            return FileStat(False, self.modes.get(path, 0o644), 0, 0, 0.0,
+                            path in self.executables)
+        return None
+
+    def readlink(self, path: str) -> str | None:
+        return self.links.get(path)
+
+    def listdir(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        names = {p[len(prefix):].split("/")[0] for p in [*self.files, *self.dirs]
+                 if p.startswith(prefix)}
+        return sorted(names)
+
+    def which(self, name: str) -> str | None:
+        if name.startswith("/"):
+            return name if name in self.executables else None
+        for candidate in sorted(self.executables):
+            if candidate.rsplit("/", 1)[-1] == name:
+                return candidate
+        return None
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None,
+                   backup: bool = True) -> str | None:
+        old = self.files.get(path)
+        backup_path = None
+        if backup and old is not None:
+            backup_path = f"{path}.bak~"
+            self.files[backup_path] = old
+        self.files[path] = data
+        self.modes[path] = mode if mode is not None else self.modes.get(path, 0o644)
+        self.written.append(path)
+        return backup_path
+
+    def ensure_dir(self, path: str, mode: int) -> None:
+        self.dirs[path] = mode
+        self.written.append(path)
