@@ -6,10 +6,14 @@ tests can see exactly what touches the machine, and errors name the command or p
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,3 +111,108 @@ def ensure_dir(path: str | os.PathLike[str], mode: int = 0o700) -> Path:
     except OSError as exc:
         raise ProcError(f"cannot create directory {str(directory)!r}: {exc.strerror}") from exc
     return directory
+
+
+def append_line(path: str | os.PathLike[str], line: bytes, mode: int = 0o600) -> None:
+    """Append one line to ``path`` (created with ``mode``) and fsync it."""
+    data = line if line.endswith(b"\n") else line + b"\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ProcError(f"cannot append to {str(path)!r}: {exc.strerror}") from exc
+
+
+def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str], mode: int = 0o600) -> str:
+    """Copy ``src`` to ``dst`` atomically with ``mode``; return the SHA-256 of the bytes written."""
+    target = Path(dst)
+    digest = hashlib.sha256()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise ProcError(f"cannot write {str(target)!r}: {exc.strerror}") from exc
+    try:
+        with open(src, "rb") as reader, os.fdopen(fd, "wb") as writer:
+            os.fchmod(writer.fileno(), mode)
+            while chunk := reader.read(1 << 20):
+                digest.update(chunk)
+                writer.write(chunk)
+            writer.flush()
+            os.fsync(writer.fileno())
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise ProcError(f"cannot copy {str(src)!r} to {str(target)!r}: {exc.strerror}") from exc
+    return digest.hexdigest()
+
+
+def remove(path: str | os.PathLike[str]) -> bool:
+    """Remove a file or a whole directory tree; return False when it did not exist."""
+    target = Path(path)
+    try:
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise ProcError(f"cannot remove {str(target)!r}: {exc.strerror}") from exc
+    return True
+
+
+@contextmanager
+def locked(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created 0600) for the duration of the block."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ProcError(f"cannot open lock file {str(path)!r}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def spawn_detached(
+    argv: Sequence[str],
+    *,
+    log_path: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> int:
+    """Start ``argv`` in its own session (``setsid``), output to ``log_path``; return its pid.
+
+    stdin is /dev/null and nothing is inherited from the caller's terminal or pipes, so the
+    caller (a Stop hook) can exit at once and the child survives the caller's pane being killed.
+    """
+    argv = tuple(str(a) for a in argv)
+    try:
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ProcError(f"cannot open log {str(log_path)!r}: {exc.strerror}") from exc
+    try:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=log_fd,
+            start_new_session=True,
+            close_fds=True,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+        )
+    except OSError as exc:
+        raise ProcError(f"cannot start {' '.join(argv)!r}: {exc.strerror}") from exc
+    finally:
+        os.close(log_fd)
+    return child.pid
