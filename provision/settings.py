@@ -1,0 +1,257 @@
+"""Claude Code ``settings.json``: a strict parser and a lossless merge of our Stop hook.
+
+Pure functions only (no I/O): provision/tasks/settings.py reads and writes through the host.
+
+Our handler is recognised by its **marker**: the command's shell words contain ``tl-rebuild``
+(any directory, compared by basename) immediately followed by ``hook-stop``, e.g.
+``/usr/local/bin/tl-rebuild hook-stop --config /etc/threadline/config.toml``. The marker survives
+a moved binary or config file, so such a change upgrades the entry in place instead of adding a
+second one. Nothing else in the document is touched: other keys, other events, other Stop groups,
+their matchers, foreign handlers and unknown fields keep their values and their key order.
+
+Strict on purpose: a file that Claude Code (or a person) wrote in a form we cannot round-trip —
+JSONC comments, a byte-order mark, an empty file, duplicate keys, NaN, a non-object — is a
+SettingsError and is never overwritten.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import shlex
+from typing import Any
+
+from provision.errors import SettingsError
+
+MARKER = "tl-rebuild hook-stop"
+"""The words that identify our Stop handler inside its ``command`` (see the module docstring)."""
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def parse_settings(raw: bytes | None, path: str = "settings.json") -> dict[str, Any]:
+    """Return the settings document in ``raw``; None (no file) is ``{}``.
+
+    Raises SettingsError, naming ``path``, for anything that is not one strict JSON object.
+    """
+    if raw is None:
+        return {}
+    if raw.startswith(_BOM):
+        raise SettingsError(f"settings file '{path}' starts with a UTF-8 byte-order mark; "
+                            "remove it and re-run")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"settings file '{path}' is not UTF-8 (byte {exc.start})") from exc
+    if not text.strip():
+        raise SettingsError(f"settings file '{path}' is empty; write '{{}}' into it or delete it")
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys,
+                         parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        comment = _comment_position(text)
+        if comment is not None:
+            line, col = comment
+            raise SettingsError(f"settings file '{path}' contains a comment (JSONC) at line "
+                                f"{line} column {col}; only strict JSON can be merged") from exc
+        raise SettingsError(f"settings file '{path}' is not valid JSON: {exc.msg} at line "
+                            f"{exc.lineno} column {exc.colno}") from exc
+    except ValueError as exc:
+        raise SettingsError(f"settings file '{path}' {exc}") from exc
+    if not isinstance(doc, dict):
+        raise SettingsError(f"settings file '{path}' holds a JSON {_kind(doc)}, not an object")
+    _check_stop_shape(doc, path)
+    return doc
+
+
+def dump_settings(doc: dict[str, Any]) -> bytes:
+    """Serialise ``doc`` as Claude Code does: 2-space indent, key order kept, trailing newline."""
+    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def is_our_handler(handler: Any, marker: str = MARKER) -> bool:
+    """True when ``handler`` is a command hook whose command carries ``marker``."""
+    if not isinstance(handler, dict) or not isinstance(handler.get("command"), str):
+        return False
+    words = _words(handler["command"])
+    wanted = marker.split()
+    for start in range(len(words) - len(wanted) + 1):
+        window = words[start:start + len(wanted)]
+        if os.path.basename(window[0]) == wanted[0] and window[1:] == wanted[1:]:
+            return True
+    return False
+
+
+def find_stop_hook(doc: dict[str, Any], marker: str = MARKER) -> dict[str, Any] | None:
+    """Return our Stop handler in ``doc`` (the first one carrying ``marker``), or None."""
+    for _, _, handler in _our_handlers(doc, marker):
+        return handler
+    return None
+
+
+def merge_stop_hook(doc: dict[str, Any], entry: dict[str, Any],
+                    marker: str = MARKER) -> tuple[dict[str, Any], bool, str]:
+    """Add or update our Stop handler; return ``(new_doc, changed, message)``.
+
+    ``entry`` is the desired handler (``type``, ``command``, ``timeout``). An existing handler
+    with ``marker`` is updated in place: the keys of ``entry`` are set (new ones appended), its
+    other fields and its position stay. Further handlers with ``marker`` are duplicates and are
+    removed (a group left empty by that goes too). Without one, a new group ``{"hooks":
+    [entry]}`` (no matcher: Stop ignores matchers) is appended to ``hooks.Stop``. ``doc`` itself
+    is not modified.
+    """
+    if not is_our_handler(entry, marker):
+        raise SettingsError(f"Stop hook command {entry.get('command')!r} does not carry the "
+                            f"marker {marker!r}")
+    new = copy.deepcopy(doc)
+    found = list(_our_handlers(new, marker))
+    if not found:
+        hooks = new.setdefault("hooks", {})
+        hooks.setdefault("Stop", []).append({"hooks": [dict(entry)]})
+        return new, True, "Stop hook added"
+    _, _, handler = found[0]
+    stale = [key for key, value in entry.items() if handler.get(key, _MISSING) != value]
+    for key in stale:
+        handler[key] = entry[key]
+    dropped = _remove_handlers(new, found[1:])
+    notes = []
+    if stale:
+        notes.append(f"Stop hook updated in place ({', '.join(stale)})")
+    if dropped:
+        notes.append(f"{dropped} duplicate Stop hook(s) removed")
+    if not notes:
+        return doc, False, "Stop hook already present"
+    return new, True, "; ".join(notes)
+
+
+def remove_stop_hook(doc: dict[str, Any],
+                     marker: str = MARKER) -> tuple[dict[str, Any], bool, str]:
+    """Remove every handler carrying ``marker``; return ``(new_doc, changed, message)``.
+
+    Groups, ``hooks.Stop`` and ``hooks`` are removed only when our removal left them empty.
+    """
+    new = copy.deepcopy(doc)
+    found = list(_our_handlers(new, marker))
+    if not found:
+        return doc, False, "Stop hook not present"
+    count = _remove_handlers(new, found)
+    hooks = new["hooks"]
+    if not hooks["Stop"]:
+        del hooks["Stop"]
+    if not hooks:
+        del new["hooks"]
+    return new, True, f"{count} Stop hook(s) removed"
+
+
+def stop_subtree_diff(before: dict[str, Any], after: dict[str, Any], path: str) -> str:
+    """Unified diff of ``hooks.Stop`` only (the rest of the file is not ours to show)."""
+    def render(doc: dict[str, Any]) -> list[str]:
+        subtree = doc.get("hooks", {}).get("Stop")
+        if subtree is None:
+            return []
+        return (json.dumps(subtree, indent=2, ensure_ascii=False) + "\n").splitlines(True)
+
+    lines = difflib.unified_diff(render(before), render(after),
+                                 fromfile=f"before: {path} hooks.Stop",
+                                 tofile=f"after: {path} hooks.Stop")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+_MISSING = object()
+
+
+def _our_handlers(doc: dict[str, Any], marker: str):
+    """Yield ``(group, index, handler)`` for each handler carrying ``marker``, in file order."""
+    for group in doc.get("hooks", {}).get("Stop", []):
+        for index, handler in enumerate(group.get("hooks", [])):
+            if is_our_handler(handler, marker):
+                yield group, index, handler
+
+
+def _remove_handlers(doc: dict[str, Any], found: list[tuple[dict, int, dict]]) -> int:
+    """Delete the given handlers (by identity); drop groups they leave with no handlers."""
+    doomed = {id(handler) for _, _, handler in found}
+    emptied = []
+    for group, _, _ in found:
+        kept = [h for h in group["hooks"] if id(h) not in doomed]
+        if len(kept) != len(group["hooks"]):
+            group["hooks"][:] = kept
+            if not kept:
+                emptied.append(id(group))
+    stop = doc["hooks"]["Stop"]
+    stop[:] = [group for group in stop if id(group) not in emptied]
+    return len(doomed)
+
+
+def _check_stop_shape(doc: dict[str, Any], path: str) -> None:
+    """Refuse shapes a merge cannot keep intact (names the JSON path)."""
+    hooks = doc.get("hooks", _MISSING)
+    if hooks is _MISSING:
+        return
+    if not isinstance(hooks, dict):
+        raise SettingsError(f"settings file '{path}': 'hooks' is a {_kind(hooks)}, "
+                            "not an object")
+    stop = hooks.get("Stop", _MISSING)
+    if stop is _MISSING:
+        return
+    if not isinstance(stop, list):
+        raise SettingsError(f"settings file '{path}': 'hooks.Stop' is a {_kind(stop)}, "
+                            "not an array")
+    for number, group in enumerate(stop):
+        if not isinstance(group, dict):
+            raise SettingsError(f"settings file '{path}': 'hooks.Stop[{number}]' is a "
+                                f"{_kind(group)}, not an object")
+        handlers = group.get("hooks", [])
+        if not isinstance(handlers, list):
+            raise SettingsError(f"settings file '{path}': 'hooks.Stop[{number}].hooks' is a "
+                                f"{_kind(handlers)}, not an array")
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command, comments=True)
+    except ValueError:  # unbalanced quotes in a foreign command: fall back to plain words
+        return command.split()
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"has the key {key!r} twice in one object")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"contains {name}, which is not JSON")
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+def _comment_position(text: str) -> tuple[int, int] | None:
+    """Line and column (1-based) of the first ``//`` or ``/*`` outside a string, or None."""
+    in_string = escaped = False
+    line, col = 1, 0
+    for index, char in enumerate(text):
+        col += 1
+        if char == "\n":
+            line, col = line + 1, 0
+            continue
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "/" and text[index + 1:index + 2] in ("/", "*"):
+            return line, col
+    return None
