@@ -209,3 +209,155 @@ def test_diff_shows_only_the_stop_subtree():
     assert added == ['+        "command": "' + OURS["command"] + '",']
     assert "statusLine" not in text and "PreToolUse" not in text
     assert stop_subtree_diff(merged, merged, "p") == ""
+
+
+# ---- the StopHook task: facts through the host, plan, atomic write, re-read ----
+
+def _profile(home: str, prefix: str, timeout: int = 10):
+    from provision.profile import profile_from_mapping
+
+    return profile_from_mapping({
+        "host": "test", "claude": {"user": "claude", "home": home},
+        "door": {"kind": "tmux", "tmux": {"target": "main:0.0"}},
+        "install": {"config_path": "/etc/threadline/config.toml", "state_dir": "/var/lib/tl",
+                    "prefix": prefix},
+        "hook": {"timeout": timeout},
+    })
+
+
+def _apply(task, host, ctx):
+    """What the engine does for one task: facts → plan → execute → re-read → plan again."""
+    facts = task.facts(host, ctx)
+    actions = task.plan(facts, ctx)
+    notes = [action.execute(host) for action in actions]
+    after = task.plan(task.facts(host, ctx), ctx)
+    assert after == [], "the task still differs after its actions ran"
+    return facts, actions, notes
+
+
+@pytest.fixture
+def fake():
+    from tests.fakes import FakeHost
+
+    host = FakeHost(files={"/opt/tl/bin/tl-rebuild": b"#!/bin/sh\n"},
+                    executables={"/opt/tl/bin/tl-rebuild"})
+    from provision.result import Context
+
+    return host, Context(profile=_profile("/home/claude", "/opt/tl"))
+
+
+SETTINGS = "/home/claude/.claude/settings.json"
+WANTED = {"type": "command",
+          "command": "/opt/tl/bin/tl-rebuild hook-stop --config /etc/threadline/config.toml",
+          "timeout": 10}
+
+
+def test_task_adds_the_hook_to_a_rich_file_and_a_second_run_plans_nothing(fake):
+    from provision.tasks.settings import StopHook
+
+    host, ctx = fake
+    host.files[SETTINGS] = dump_settings(RICH)
+    host.modes[SETTINGS] = 0o640
+    facts, actions, notes = _apply(StopHook(), host, ctx)
+    assert [a.summary for a in actions] == [f"Stop hook added to {SETTINGS}"]
+    assert notes == [f"backup {SETTINGS}.bak~"]
+    assert host.files[f"{SETTINGS}.bak~"] == dump_settings(RICH)
+    assert host.modes[SETTINGS] == 0o640
+    expected = json.loads(json.dumps(RICH))
+    expected["hooks"]["Stop"].append({"hooks": [WANTED]})
+    assert parse_settings(host.files[SETTINGS]) == expected
+    diff = StopHook().diff(facts, actions)
+    assert "hooks.Stop" in diff and "statusLine" not in diff
+    again = StopHook().facts(host, ctx)
+    assert StopHook().plan(again, ctx) == []
+    assert StopHook().ok_message(again, ctx) == f"Stop hook already present in {SETTINGS}"
+
+
+def test_task_creates_a_missing_settings_file_with_mode_0600(fake):
+    from provision.tasks.settings import StopHook
+
+    host, ctx = fake
+    _, actions, notes = _apply(StopHook(), host, ctx)
+    assert notes == [None]
+    assert host.modes[SETTINGS] == 0o600
+    assert parse_settings(host.files[SETTINGS]) == {"hooks": {"Stop": [{"hooks": [WANTED]}]}}
+
+
+@pytest.mark.parametrize("raw", [b"", b"\xef\xbb\xbf{}", b'{// x\n}', b"[]", b"{"])
+def test_task_fails_on_a_malformed_file_and_leaves_it_untouched(fake, raw):
+    from provision.tasks.settings import StopHook
+
+    host, ctx = fake
+    host.files[SETTINGS] = raw
+    task = StopHook()
+    facts = task.facts(host, ctx)
+    with pytest.raises(SettingsError, match=SETTINGS):
+        task.plan(facts, ctx)
+    assert host.files[SETTINGS] == raw and host.written == []
+
+
+def test_task_upgrades_a_changed_timeout_in_place(fake):
+    from provision.tasks.settings import StopHook
+
+    host, ctx = fake
+    old = dict(WANTED, timeout=3, command="/old/bin/tl-rebuild hook-stop")
+    host.files[SETTINGS] = dump_settings({"hooks": {"Stop": [{"hooks": [old]}]}})
+    _, actions, _ = _apply(StopHook(), host, ctx)
+    assert actions[0].summary == (f"Stop hook updated in place (command, timeout) to {SETTINGS}")
+    assert parse_settings(host.files[SETTINGS]) == {"hooks": {"Stop": [{"hooks": [WANTED]}]}}
+
+
+def test_disabling_removes_only_our_hook(fake):
+    from provision.tasks.settings import StopHook
+
+    host, ctx = fake
+    host.files[SETTINGS] = dump_settings(RICH)
+    _apply(StopHook(), host, ctx)
+    _, actions, _ = _apply(StopHook(present=False), host, ctx)
+    assert actions[0].summary == f"1 Stop hook(s) removed from {SETTINGS}"
+    assert parse_settings(host.files[SETTINGS]) == RICH
+
+
+def test_disable_all_hooks_is_reported_as_a_warning(fake):
+    from provision.tasks.settings import StopHook
+
+    host, ctx = fake
+    host.files[SETTINGS] = dump_settings({"disableAllHooks": True})
+    _, actions, _ = _apply(StopHook(), host, ctx)
+    assert actions[0].summary.endswith("warning: disableAllHooks is true in the user settings")
+
+
+def test_real_file_is_replaced_atomically_keeping_its_mode_with_a_backup(tmp_path):
+    from provision.host import LocalHost
+    from provision.result import Context
+    from provision.tasks.settings import StopHook
+
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    script = prefix / "bin" / "tl-rebuild"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    home = tmp_path / "home"
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = (b'{\n    "model": "opus",\n    "hooks": {"Stop": [{"matcher": "", "hooks": '
+                b'[{"type": "command", "command": "notify-send done"}]}]}\n}')
+    settings.write_bytes(original)
+    settings.chmod(0o604)
+    ctx = Context(profile=_profile(str(home), str(prefix), timeout=15))
+    host = LocalHost()
+    _, actions, notes = _apply(StopHook(), host, ctx)
+    assert len(actions) == 1
+    assert settings.stat().st_mode & 0o777 == 0o604
+    backup = notes[0].removeprefix("backup ")
+    assert open(backup, "rb").read() == original
+    doc = parse_settings(settings.read_bytes())
+    assert doc["model"] == "opus"
+    assert doc["hooks"]["Stop"][0] == {"matcher": "", "hooks": [
+        {"type": "command", "command": "notify-send done"}]}
+    assert doc["hooks"]["Stop"][1]["hooks"][0]["command"] == (
+        f"{script} hook-stop --config /etc/threadline/config.toml")
+    assert doc["hooks"]["Stop"][1]["hooks"][0]["timeout"] == 15
+    assert settings.read_text().endswith("}\n")
+    leftovers = [p.name for p in settings.parent.iterdir() if p.name.startswith(".settings")]
+    assert leftovers == []

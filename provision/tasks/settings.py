@@ -1,0 +1,162 @@
+"""Task ``StopHook``: our Stop hook in the claude user's settings.json (SPEC §5.2 step 7).
+
+Facts are the file's bytes and mode, read through the host; the plan parses them strictly and
+merges only our handler (provision/settings.py); the action is an atomic write with a backup
+that keeps the file mode. The engine re-reads the facts after the write, so a file that does not
+hold our entry afterwards makes the task ``failed``.
+
+The handler written (the marker is ``tl-rebuild hook-stop``)::
+
+    {"type": "command",
+     "command": "/abs/bin/tl-rebuild hook-stop --config /etc/threadline/config.toml",
+     "timeout": 10}
+
+``StopHook(present=False)`` removes our handler (and nothing else): the way to disable the
+rebuild trigger while keeping the MCP server.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from provision.actions import Action, Task, WriteFile
+from provision.errors import FactError, SettingsError
+from provision.settings import (
+    dump_settings,
+    find_stop_hook,
+    merge_stop_hook,
+    parse_settings,
+    remove_stop_hook,
+    stop_subtree_diff,
+)
+
+if TYPE_CHECKING:
+    from provision.host import Host
+    from provision.profile import Profile
+    from provision.result import Context
+
+MANAGED_SETTINGS = "/etc/claude-code/managed-settings.json"
+NEW_FILE_MODE = 0o600
+
+
+def find_tl_rebuild(host: Host, profile: Profile) -> str:
+    """Absolute path of the ``tl-rebuild`` console script the hook and the MCP server run.
+
+    Looks in ``install.prefix/bin``, then (local connection) beside the running interpreter,
+    i.e. the installation tl-provision itself runs from, then on the host's PATH.
+    """
+    candidates = []
+    if profile.install.prefix:
+        candidates.append(os.path.join(profile.install.prefix, "bin", "tl-rebuild"))
+    if profile.connection == "local":
+        candidates.append(os.path.join(os.path.dirname(sys.executable), "tl-rebuild"))
+    for candidate in candidates:
+        found = host.stat(candidate)
+        if found is not None and not found.is_dir and found.executable:
+            return candidate
+    on_path = host.which("tl-rebuild")
+    if on_path:
+        return on_path
+    raise FactError(f"tl-rebuild not found (looked in {', '.join(map(repr, candidates))} "
+                    "and on PATH); install threadline or set install.prefix")
+
+
+def hook_entry(tl_rebuild: str, profile: Profile) -> dict[str, Any]:
+    """The Stop handler this profile wants in settings.json."""
+    command = shlex.join([tl_rebuild, "hook-stop", "--config", profile.install.config_path])
+    return {"type": "command", "command": command, "timeout": profile.hook_timeout}
+
+
+@dataclass(frozen=True)
+class SettingsFacts:
+    """settings.json as found: raw bytes (None = absent), mode, and the wanted handler."""
+
+    path: str
+    raw: bytes | None
+    mode: int | None
+    entry: tuple[tuple[str, Any], ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def wanted(self) -> dict[str, Any]:
+        return dict(self.entry)
+
+
+class StopHook(Task):
+    """Our Stop handler present (or, with ``present=False``, absent) in settings.json."""
+
+    name = "StopHook"
+
+    def __init__(self, present: bool = True) -> None:
+        self.present = present
+
+    def facts(self, host: Host, ctx: Context) -> SettingsFacts:
+        profile = ctx.profile
+        path = profile.claude.settings_path
+        raw = host.read_bytes(path)
+        found = host.stat(path) if raw is not None else None
+        entry = hook_entry(find_tl_rebuild(host, profile), profile)
+        return SettingsFacts(path, raw, found.mode if found else None, tuple(entry.items()),
+                             _warnings(raw, host.read_bytes(MANAGED_SETTINGS)))
+
+    def _merge(self, facts: SettingsFacts) -> tuple[dict, dict, bool, str]:
+        doc = parse_settings(facts.raw, facts.path)
+        if self.present:
+            new, changed, message = merge_stop_hook(doc, facts.wanted)
+        else:
+            new, changed, message = remove_stop_hook(doc)
+        return doc, new, changed, message
+
+    def plan(self, facts: SettingsFacts, ctx: Context) -> list[Action]:
+        _, new, changed, message = self._merge(facts)
+        if not changed:
+            return []
+        content = dump_settings(new)
+        verb = "to" if self.present else "from"
+        return [WriteFile(
+            facts.path, content, before=facts.raw,
+            mode=facts.mode if facts.mode is not None else NEW_FILE_MODE,
+            summary="; ".join([f"{message} {verb} {facts.path}", *facts.warnings]),
+            validate=self._validator(facts.path),
+        )]
+
+    def _validator(self, path: str):
+        present = self.present
+
+        def validate(content: bytes) -> None:
+            found = find_stop_hook(parse_settings(content, path))
+            if (found is not None) != present:
+                raise SettingsError(f"merged settings for '{path}' would "
+                                    f"{'lack' if present else 'still hold'} the Stop hook")
+        return validate
+
+    def ok_message(self, facts: SettingsFacts, ctx: Context) -> str:
+        state = "already present in" if self.present else "not present in"
+        where = facts.path if facts.raw is not None else f"{facts.path} (no file)"
+        return "; ".join([f"Stop hook {state} {where}", *facts.warnings])
+
+    def diff(self, facts: SettingsFacts, actions: list[Action]) -> str:
+        if not actions:
+            return ""
+        before, after, _, _ = self._merge(facts)
+        return stop_subtree_diff(before, after, facts.path)
+
+
+def _warnings(raw: bytes | None, managed: bytes | None) -> tuple[str, ...]:
+    """Settings that stop our hook from running even when it is present (never fatal)."""
+    warnings = []
+    try:
+        if raw is not None and parse_settings(raw).get("disableAllHooks") is True:
+            warnings.append("warning: disableAllHooks is true in the user settings")
+    except SettingsError:
+        pass  # plan() reports the malformed file as the task's failure
+    try:
+        if managed is not None and parse_settings(managed).get("allowManagedHooksOnly") is True:
+            warnings.append(f"warning: allowManagedHooksOnly is true in {MANAGED_SETTINGS}")
+    except SettingsError:
+        warnings.append(f"warning: {MANAGED_SETTINGS} is not strict JSON (not checked)")
+    return tuple(warnings)
