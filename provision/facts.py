@@ -1,0 +1,425 @@
+"""Pure parsers for facts: command output or file text in, frozen dataclasses out. No I/O here.
+
+Each parser is tested from real captured outputs (tests/provision/test_facts.py): tmux 3.3a
+``list-panes -F`` / ``pane_start_command``, systemd 252 ``systemctl cat`` / ``show``, and
+``/proc/PID/cmdline``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from provision.errors import FactError, IntrospectError
+
+SEP = "\x1f"  # list-panes field separator: cannot occur in tmux formats' values
+PANE_FORMAT = SEP.join(["#{session_name}:#{window_index}.#{pane_index}", "#{pane_id}",
+                        "#{pane_pid}", "#{pane_dead}", "#{pane_start_path}",
+                        "#{pane_start_command}"])
+INTERPRETERS = {"sh", "bash", "dash", "zsh", "python", "python3", "node", "env"}
+
+
+# ---------------------------------------------------------------- tmux
+
+@dataclass(frozen=True)
+class Pane:
+    """One row of ``tmux list-panes -a -F PANE_FORMAT``."""
+
+    target: str
+    pane_id: str
+    pid: int
+    dead: bool
+    start_path: str
+    start_command: str
+
+
+def parse_tmux_panes(text: str) -> tuple[Pane, ...]:
+    """Rows of ``list-panes -a -F PANE_FORMAT`` output."""
+    panes = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split(SEP)
+        if len(parts) != 6 or not parts[2].isdigit():
+            raise FactError(f"unexpected tmux list-panes line: {line!r}")
+        target, pane_id, pid, dead, path, command = parts
+        panes.append(Pane(target, pane_id, int(pid), dead == "1", path, command))
+    return tuple(panes)
+
+
+def parse_tmux_words(text: str) -> list[str]:
+    """Split tmux command-language text (``args_escape`` output) into words.
+
+    Single quotes are literal; double quotes and bare words take backslash escapes
+    (``\\$``, ``\\"``, ``\\\\``, ``\\~``, C escapes such as ``\\n``).
+    """
+    words: list[str] = []
+    i, n = 0, len(text)
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "e": "\033"}
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        word: list[str] = []
+        started = False
+        while i < n and text[i] not in " \t":
+            ch = text[i]
+            started = True
+            if ch == "'":
+                end = text.find("'", i + 1)
+                if end < 0:
+                    raise FactError(f"unterminated single quote in tmux command: {text!r}")
+                word.append(text[i + 1:end])
+                i = end + 1
+            elif ch == '"':
+                i += 1
+                while i < n and text[i] != '"':
+                    if text[i] == "\\" and i + 1 < n:
+                        word.append(escapes.get(text[i + 1], text[i + 1]))
+                        i += 2
+                    else:
+                        word.append(text[i])
+                        i += 1
+                if i >= n:
+                    raise FactError(f"unterminated double quote in tmux command: {text!r}")
+                i += 1
+            elif ch == "\\" and i + 1 < n:
+                word.append(escapes.get(text[i + 1], text[i + 1]))
+                i += 2
+            else:
+                word.append(ch)
+                i += 1
+        if started:
+            words.append("".join(word))
+    return words
+
+
+@dataclass(frozen=True)
+class ShellCommand:
+    """A simple shell command line: ``[cd DIR &&] [VAR=v ...] [exec] ARGV``."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+
+
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def parse_shell_command(text: str) -> ShellCommand:
+    """Parse one simple shell command (the form a tmux door or a runner script uses).
+
+    Accepts an optional leading ``cd DIR &&``, ``VAR=value`` assignments and ``exec``; refuses
+    anything else a shell would interpret (pipes, lists, substitutions, redirections).
+    """
+    cwd = None
+    match = re.match(r"^\s*cd\s+(\S+|'[^']*'|\"[^\"]*\")\s*&&\s*(.*)$", text, re.S)
+    if match:
+        cwd = shlex.split(match.group(1))[0]
+        text = match.group(2)
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|<>()")
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError as exc:
+        raise IntrospectError(f"cannot parse shell command {text!r}: {exc}") from exc
+    if any(t and set(t) <= set(";&|<>()") for t in tokens) or "$(" in text or "`" in text:
+        raise IntrospectError(f"shell command is not a simple command: {text!r}")
+    env = []
+    while tokens and _ASSIGN.match(tokens[0]):
+        key, _, value = tokens.pop(0).partition("=")
+        env.append((key, value))
+    if tokens[:1] == ["exec"]:
+        tokens.pop(0)
+    if not tokens:
+        raise IntrospectError(f"shell command has no program: {text!r}")
+    return ShellCommand(tuple(tokens), tuple(env), cwd)
+
+
+def parse_pane_start_command(text: str) -> ShellCommand:
+    """The argv a pane was started with, from ``#{pane_start_command}``.
+
+    One word means tmux ran ``$SHELL -c WORD``: the word is parsed as a shell command.
+    Several words mean tmux exec'd them directly.
+    """
+    words = parse_tmux_words(text)
+    if not words:
+        raise IntrospectError("pane has no start command (a login shell; nothing to introspect)")
+    if len(words) == 1:
+        return parse_shell_command(words[0])
+    return ShellCommand(tuple(words))
+
+
+_NEW_SESSION_VALUED = set("cefFnstxy")
+
+
+def tmux_command_in_argv(argv: tuple[str, ...]) -> ShellCommand | None:
+    """The pane command inside a ``tmux [...] new-session [opts] CMD...`` argv, or None."""
+    if not argv or not argv[0].endswith("tmux"):
+        return None
+    try:
+        start = next(i for i, a in enumerate(argv) if a in ("new-session", "new"))
+    except StopIteration:
+        return None
+    i = start + 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        flags = argv[i][1:]
+        i += 1
+        for pos, flag in enumerate(flags):
+            if flag in _NEW_SESSION_VALUED:
+                if pos == len(flags) - 1:
+                    i += 1
+                break
+    if i < len(argv) and argv[i] == "--":
+        i += 1
+    rest = argv[i:]
+    if not rest:
+        return None
+    return parse_shell_command(rest[0]) if len(rest) == 1 else ShellCommand(tuple(rest))
+
+
+# ---------------------------------------------------------------- /proc
+
+def parse_proc_cmdline(data: bytes) -> tuple[str, ...]:
+    """argv from /proc/PID/cmdline bytes (NUL separated, NUL terminated; empty for zombies)."""
+    if not data:
+        return ()
+    parts = data.split(b"\0")
+    if parts and parts[-1] == b"":
+        parts = parts[:-1]
+    return tuple(p.decode("utf-8", "surrogateescape") for p in parts)
+
+
+def strip_interpreter(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """``sh /x/claude --a`` / ``node /x/cli.js --a`` → ``/x/claude --a`` (what was exec'd)."""
+    rest = argv
+    while len(rest) >= 2 and rest[0].rsplit("/", 1)[-1] in INTERPRETERS:
+        rest = rest[1:]
+        while rest and rest[0].startswith("-") and rest[0] not in ("-c",):
+            rest = rest[1:]
+    return rest if rest != argv and rest else argv
+
+
+# ---------------------------------------------------------------- systemd
+
+@dataclass(frozen=True)
+class UnitFile:
+    """One backing file of ``systemctl cat``: its path and (section, key, value) directives."""
+
+    path: str
+    directives: tuple[tuple[str, str, str], ...]
+
+
+@dataclass(frozen=True)
+class ExecCommand:
+    """One parsed ``ExecStart=`` command: prefixes, the program to exec, and argv."""
+
+    prefixes: str
+    path: str
+    argv: tuple[str, ...]
+
+
+def parse_systemctl_cat(text: str) -> tuple[UnitFile, ...]:
+    """The files of ``systemctl cat UNIT`` in order (fragment first, then drop-ins)."""
+    files: list[UnitFile] = []
+    path: str | None = None
+    directives: list[tuple[str, str, str]] = []
+    section = ""
+    pending = ""
+    for raw in text.splitlines():
+        if raw.startswith("# /") and not pending:
+            if path is not None:
+                files.append(UnitFile(path, tuple(directives)))
+            path, directives, section = raw[2:].strip(), [], ""
+            continue
+        line = pending + raw.strip() if pending else raw.strip()
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1] + " "
+            continue
+        pending = ""
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            continue
+        key, eq, value = line.partition("=")
+        if eq and path is not None:
+            directives.append((section, key.strip(), value.strip()))
+    if path is not None:
+        files.append(UnitFile(path, tuple(directives)))
+    if not files:
+        raise FactError("systemctl cat printed no unit file")
+    return tuple(files)
+
+
+def effective_values(files: tuple[UnitFile, ...], key: str, section: str = "Service") -> list[str]:
+    """All assignments of ``key`` in load order, honouring empty-assignment resets."""
+    values: list[str] = []
+    for unit in files:
+        for sect, name, value in unit.directives:
+            if sect == section and name == key:
+                if value == "":
+                    values = []
+                else:
+                    values.append(value)
+    return values
+
+
+def split_systemd_words(text: str) -> list[list[str]]:
+    """Unquote a systemd command line (systemd.syntax(7)) into commands split at a lone ``;``."""
+    commands: list[list[str]] = [[]]
+    i, n = 0, len(text)
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " "}
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        word: list[str] = []
+        while i < n and text[i] not in " \t":
+            ch = text[i]
+            if ch in "'\"":
+                end = i + 1
+                while end < n and text[end] != ch:
+                    end += 2 if text[end] == "\\" else 1
+                if end >= n:
+                    raise IntrospectError(f"unterminated quote in ExecStart: {text!r}")
+                inner = text[i + 1:end]
+                word.append(re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(1)), inner))
+                i = end + 1
+            elif ch == "\\" and i + 1 < n:
+                word.append(escapes.get(text[i + 1], text[i + 1]))
+                i += 2
+            else:
+                word.append(ch)
+                i += 1
+        token = "".join(word)
+        if token == ";" and text[i - 1] == ";" and (i < 2 or text[i - 2] != "\\"):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return [c for c in commands if c]
+
+
+def parse_exec_start(value: str) -> list[ExecCommand]:
+    """One ``ExecStart=`` value → its commands, with prefixes ``@-:+!`` stripped and kept."""
+    result = []
+    for words in split_systemd_words(value):
+        first = words[0]
+        prefix_match = re.match(r"^[@\-:+!]*", first)
+        prefixes = prefix_match.group(0) if prefix_match else ""
+        program = first[len(prefixes):]
+        rest = words[1:]
+        if "@" in prefixes:
+            if not rest:
+                raise IntrospectError(f"ExecStart with '@' has no argv[0]: {value!r}")
+            argv = (rest[0], *rest[1:])
+        else:
+            argv = (program, *rest)
+        result.append(ExecCommand(prefixes, program, tuple(argv)))
+    return result
+
+
+def effective_exec_start(files: tuple[UnitFile, ...]) -> list[ExecCommand]:
+    """Every effective ExecStart command after resets (``ExecStart=``) across drop-ins."""
+    commands: list[ExecCommand] = []
+    for value in effective_values(files, "ExecStart"):
+        commands.extend(parse_exec_start(value))
+    return commands
+
+
+def parse_environment(values: list[str]) -> dict[str, str]:
+    """``Environment=`` assignments (each may hold several quoted ``K=V`` words)."""
+    env: dict[str, str] = {}
+    for value in values:
+        for words in split_systemd_words(value):
+            for word in words:
+                key, eq, val = word.partition("=")
+                if eq:
+                    env[key] = val
+    return env
+
+
+def parse_environment_file(text: str) -> dict[str, str]:
+    """An ``EnvironmentFile=``: ``K=V`` lines, ``#``/``;`` comments, optional quotes."""
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        key, eq, val = line.partition("=")
+        if eq:
+            words = shlex.split(val) if val.strip() else [""]
+            env[key.strip()] = " ".join(words)
+    return env
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\$\$")
+
+
+def expand_systemd_env(argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...],
+                                                                          tuple[str, ...]]:
+    """Apply systemd's spawn-time ``$VAR``/``${VAR}`` rules; return (argv, unresolved names).
+
+    ``${VAR}`` is replaced in place (one word); a whole-word ``$VAR`` splits at whitespace;
+    ``$$`` is a literal ``$``; an unknown variable is reported (systemd would make it empty).
+    """
+    out: list[str] = []
+    missing: list[str] = []
+    for index, word in enumerate(argv):
+        whole = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
+        if whole and index > 0:
+            name = whole.group(1)
+            if name not in env:
+                missing.append(name)
+            out.extend(shlex.split(env.get(name, "")))
+            continue
+
+        def replace(match: re.Match[str]) -> str:
+            if match.group(0) == "$$":
+                return "$"
+            name = match.group(1)
+            if name is None:  # braceless $VAR inside a word: systemd leaves it as is
+                return match.group(0)
+            if name not in env:
+                missing.append(name)
+            return env.get(name, "")
+
+        out.append(_VAR.sub(replace, word))
+    return tuple(out), tuple(missing)
+
+
+@dataclass(frozen=True)
+class UnitShow:
+    """The runtime properties of ``systemctl show -p ...`` that introspection uses."""
+
+    main_pid: int = 0
+    need_daemon_reload: bool = False
+    fragment_path: str = ""
+    drop_in_paths: tuple[str, ...] = ()
+    active_state: str = ""
+    exec_start: tuple[str, ...] = field(default=())
+
+
+def parse_systemctl_show(text: str) -> UnitShow:
+    """``KEY=VALUE`` lines of ``systemctl show`` (any order) into a UnitShow."""
+    props: dict[str, str] = {}
+    exec_start: list[str] = []
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if not eq:
+            continue
+        if key == "ExecStart":
+            exec_start.extend(re.findall(r"argv\[\]=(.*?) ; ", value))
+        props[key] = value
+    pid = props.get("MainPID", "0")
+    return UnitShow(
+        main_pid=int(pid) if pid.isdigit() else 0,
+        need_daemon_reload=props.get("NeedDaemonReload", "no") == "yes",
+        fragment_path=props.get("FragmentPath", ""),
+        drop_in_paths=tuple(props.get("DropInPaths", "").split()),
+        active_state=props.get("ActiveState", ""),
+        exec_start=tuple(exec_start),
+    )

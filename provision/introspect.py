@@ -1,0 +1,286 @@
+"""Find how claude is really launched on the host, per door, with the live process as witness.
+
+Sources, strongest first: the configured command (systemd ``ExecStart`` after drop-ins and
+resets; a tmux pane's start command, or the tmux command of the unit that starts the tmux
+session; the runner script's claude line) and the live process (``/proc/PID/cmdline`` + ``cwd``
+of the claude found under the pane / MainPID). Configured ≠ live is an IntrospectError showing
+both argvs unless the profile says ``prefer: configured|live``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+from provision import facts as F
+from provision.errors import HostError, IntrospectError
+from provision.host import Host
+from provision.profile import Profile
+
+TL_LAUNCH = "tl-launch"
+
+
+@dataclass(frozen=True)
+class LiveProcess:
+    """The running claude: pid, argv as exec'd (interpreter stripped), cwd."""
+
+    pid: int
+    argv: tuple[str, ...]
+    cwd: str | None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The launch command found on the host, with its provenance and evidence."""
+
+    door: str
+    source: str
+    argv: tuple[str, ...]
+    workdir: str | None
+    env: tuple[tuple[str, str], ...] = ()
+    live: LiveProcess | None = None
+    evidence: tuple[str, ...] = ()
+    need_daemon_reload: bool = False
+    unit_files: tuple[str, ...] = ()
+    via_tl_launch: bool = False
+
+    @property
+    def channel_flags(self) -> tuple[str, ...]:
+        """``--channels X`` / ``--dangerously-load-development-channels X`` pairs, in order."""
+        return channel_flags(self.live.argv if self.live else self.argv)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "door": self.door, "source": self.source, "argv": list(self.argv),
+            "workdir": self.workdir, "env_keys": sorted(k for k, _ in self.env),
+            "live": None if self.live is None else {
+                "pid": self.live.pid, "argv": list(self.live.argv), "cwd": self.live.cwd},
+            "channel_flags": list(self.channel_flags), "evidence": list(self.evidence),
+            "need_daemon_reload": self.need_daemon_reload, "unit_files": list(self.unit_files),
+            "via_tl_launch": self.via_tl_launch,
+        }
+
+
+CHANNEL_OPTIONS = ("--channels", "--dangerously-load-development-channels")
+
+
+def channel_flags(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """Every channel option with its values (``--opt v1 v2`` or ``--opt=v``), in order."""
+    out: list[str] = []
+    i = 1
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        if name in CHANNEL_OPTIONS:
+            out.append(token)
+            i += 1
+            while "=" not in token and i < len(argv) and not argv[i].startswith("-"):
+                out.append(argv[i])
+                i += 1
+            continue
+        i += 1
+    return tuple(out)
+
+
+def introspect(host: Host, profile: Profile) -> Launch:
+    """The Launch for the profile's door; IntrospectError on ambiguity or disagreement."""
+    kind = profile.door.kind
+    if kind == "tmux":
+        return _tmux(host, profile)
+    if kind == "systemd":
+        return _systemd(host, profile)
+    return _runner(host, profile)
+
+
+def find_claude(host: Host, root_pid: int, binary: str | None = None) -> LiveProcess | None:
+    """The first claude process at or under ``root_pid`` (breadth first, bounded)."""
+    queue, seen = [root_pid], 0
+    while queue and seen < 200:
+        pid = queue.pop(0)
+        seen += 1
+        argv = F.strip_interpreter(F.parse_proc_cmdline(host.read_bytes(f"/proc/{pid}/cmdline")
+                                                        or b""))
+        if argv and _is_claude(argv[0], binary):
+            return LiveProcess(pid, argv, host.readlink(f"/proc/{pid}/cwd"))
+        queue.extend(host.proc_children(pid))
+    return None
+
+
+def _is_claude(program: str, binary: str | None) -> bool:
+    return os.path.basename(program) == "claude" or (binary is not None and program == binary)
+
+
+def _tmux_base(profile: Profile) -> list[str]:
+    sock = profile.door.tmux_socket_name
+    return ["tmux", "-L", sock] if sock else ["tmux"]
+
+
+def _tmux(host: Host, profile: Profile) -> Launch:
+    target = profile.door.tmux_target or ""
+    result = host.run([*_tmux_base(profile), "list-panes", "-a", "-F", F.PANE_FORMAT])
+    if not result.ok:
+        raise IntrospectError(f"tmux list-panes failed on socket "
+                              f"{profile.door.tmux_socket_name or 'default'!r}: "
+                              f"{result.stderr.strip()}")
+    panes = F.parse_tmux_panes(result.stdout)
+    pane = next((p for p in panes if target in (p.target, p.pane_id)), None)
+    if pane is None:
+        raise IntrospectError(f"tmux pane {target!r} not found (panes: "
+                              f"{', '.join(p.target for p in panes) or 'none'})")
+    evidence = [f"tmux pane {pane.target} ({pane.pane_id}) pid={pane.pid} "
+                f"start_command={pane.start_command}"]
+    if pane.dead:
+        raise IntrospectError(f"tmux pane {target!r} is dead; nothing runs claude there")
+    if profile.door.tmux_unit:
+        files, _ = _unit(host, profile.door.tmux_unit)
+        commands = _exec_commands(files, profile.door.tmux_unit)
+        configured = F.tmux_command_in_argv(commands[0].argv)
+        if configured is None:
+            raise IntrospectError(f"unit {profile.door.tmux_unit!r} ExecStart does not start a "
+                                  f"tmux session with a command: {commands[0].argv!r}")
+        source = f"systemd unit {profile.door.tmux_unit} → tmux new-session command"
+        evidence.append(f"unit {profile.door.tmux_unit} ExecStart={shlex.join(commands[0].argv)}")
+    else:
+        configured = F.parse_pane_start_command(pane.start_command)
+        source = f"tmux pane {pane.target} start command"
+    live = find_claude(host, pane.pid, profile.claude.binary)
+    workdir = configured.cwd or (live.cwd if live else None) or pane.start_path or None
+    return _settle(host, profile, source, configured, live, workdir, evidence)
+
+
+def _unit(host: Host, unit: str) -> tuple[tuple[F.UnitFile, ...], F.UnitShow]:
+    cat = host.run(["systemctl", "cat", unit])
+    if not cat.ok:
+        raise IntrospectError(f"systemctl cat {unit!r} failed: {cat.stderr.strip()}")
+    show = host.run(["systemctl", "show", "-p", "MainPID", "-p", "NeedDaemonReload",
+                     "-p", "FragmentPath", "-p", "DropInPaths", "-p", "ActiveState", unit])
+    return F.parse_systemctl_cat(cat.stdout), F.parse_systemctl_show(show.stdout)
+
+
+def _exec_commands(files: tuple[F.UnitFile, ...], unit: str) -> list[F.ExecCommand]:
+    commands = F.effective_exec_start(files)
+    if len(commands) != 1:
+        raise IntrospectError(f"unit {unit!r} has {len(commands)} effective ExecStart commands; "
+                              f"expected exactly one")
+    return commands
+
+
+def _systemd(host: Host, profile: Profile) -> Launch:
+    unit = profile.door.systemd_unit or ""
+    files, show = _unit(host, unit)
+    command = _exec_commands(files, unit)[0]
+    env = F.parse_environment(F.effective_values(files, "Environment"))
+    for name in F.effective_values(files, "EnvironmentFile"):
+        optional = name.startswith("-")
+        text = host.read_text(name.lstrip("-"))
+        if text is None and not optional:
+            raise IntrospectError(f"EnvironmentFile {name!r} of unit {unit!r} is missing")
+        env.update(F.parse_environment_file(text or ""))
+    argv = command.argv
+    if ":" not in command.prefixes:
+        argv, missing = F.expand_systemd_env(argv, env)
+        if missing:
+            raise IntrospectError(f"ExecStart of unit {unit!r} uses unresolvable "
+                                  f"{', '.join('$' + m for m in missing)}; pin it in the unit")
+    via = os.path.basename(argv[0]) == TL_LAUNCH
+    if via:
+        if "--" not in argv:
+            raise IntrospectError(f"tl-launch in unit {unit!r} has no '--' before the claude "
+                                  f"argv: {argv!r}")
+        argv = argv[argv.index("--") + 1:]
+    workdirs = F.effective_values(files, "WorkingDirectory")
+    configured = F.ShellCommand(argv, tuple(sorted(env.items())),
+                                workdirs[-1].lstrip("-") if workdirs else None)
+    live = find_claude(host, show.main_pid, profile.claude.binary) if show.main_pid else None
+    evidence = [f"# {f.path}" for f in files] + [
+        f"ExecStart{'(tl-launch)' if via else ''}={shlex.join(command.argv)}",
+        f"MainPID={show.main_pid} NeedDaemonReload={'yes' if show.need_daemon_reload else 'no'}"]
+    launch = _settle(host, profile, f"systemd unit {unit} ExecStart", configured, live,
+                     configured.cwd or (live.cwd if live else None), evidence)
+    return Launch(**{**launch.__dict__, "need_daemon_reload": show.need_daemon_reload,
+                     "unit_files": tuple(f.path for f in files), "via_tl_launch": via})
+
+
+def _runner(host: Host, profile: Profile) -> Launch:
+    runner = profile.door.pointer_runner or ""
+    text = host.read_text(runner)
+    if text is None:
+        raise IntrospectError(f"runner script {runner!r} not found")
+    cwd, env, found = None, {}, []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("cd ") and "&&" not in line:
+            cwd = shlex.split(line[3:])[0]
+        elif line.startswith("export ") and "=" in line:
+            key, _, value = line[7:].partition("=")
+            env[key.strip()] = " ".join(shlex.split(value)) if value else ""
+        elif "claude" in line and not line.startswith(("tl-", "echo")):
+            found.append(line)
+    if len(found) != 1:
+        raise IntrospectError(f"runner script {runner!r} has {len(found)} claude command lines; "
+                              f"expected exactly one")
+    command = F.parse_shell_command(found[0].removeprefix("do ").strip())
+    argv, missing = F.expand_systemd_env(command.argv, {**env, **dict(command.env)})
+    if missing:
+        raise IntrospectError(f"runner script {runner!r} uses unresolvable "
+                              f"{', '.join('$' + m for m in missing)} on its claude line")
+    configured = F.ShellCommand(argv, command.env, command.cwd or cwd)
+    return _settle(host, profile, f"runner script {runner}", configured, None,
+                   configured.cwd or profile.claude.workdir, [f"claude line: {found[0]}"])
+
+
+def _settle(host: Host, profile: Profile, source: str, configured: F.ShellCommand,
+            live: LiveProcess | None, workdir: str | None, evidence: list[str]) -> Launch:
+    """Resolve argv[0], compare configured with live, apply ``prefer``, build the Launch."""
+    argv = _absolute(host, profile, configured, live)
+    chosen = argv
+    if live is not None:
+        evidence.append(f"live pid {live.pid} argv={shlex.join(live.argv)} cwd={live.cwd}")
+        if not _same_argv(argv, live.argv):
+            if profile.prefer is None:
+                raise IntrospectError(
+                    f"configured and live claude argv differ ({source}): configured "
+                    f"{shlex.join(argv)!r} vs live {shlex.join(live.argv)!r}; set "
+                    f"'prefer: configured' or 'prefer: live' in the profile")
+            if profile.prefer == "live":
+                chosen = live.argv if live.argv[0].startswith("/") else (argv[0], *live.argv[1:])
+            evidence.append(f"configured ≠ live; profile prefers {profile.prefer}")
+    if profile.claude.workdir:
+        workdir = profile.claude.workdir
+    if workdir is None:
+        raise IntrospectError(f"cannot tell the working directory of claude ({source}); "
+                              f"set claude.workdir in the profile")
+    return Launch(profile.door.kind, source, tuple(chosen), workdir, configured.env, live,
+                  tuple(evidence))
+
+
+def _same_argv(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return a[1:] == b[1:] and os.path.basename(a[0]) == os.path.basename(b[0])
+
+
+def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
+              live: LiveProcess | None) -> tuple[str, ...]:
+    program = configured.argv[0]
+    if program.startswith("/"):
+        return configured.argv
+    if live is not None and live.argv[0].startswith("/") and \
+            os.path.basename(live.argv[0]) == os.path.basename(program):
+        return (live.argv[0], *configured.argv[1:])
+    if profile.claude.binary and os.path.basename(profile.claude.binary) == program:
+        return (profile.claude.binary, *configured.argv[1:])
+    path = dict(configured.env).get("PATH", "")
+    for directory in path.split(":"):
+        candidate = f"{directory.rstrip('/')}/{program}"
+        if directory.startswith("/") and (st := host.stat(candidate)) and st.executable:
+            return (candidate, *configured.argv[1:])
+    try:
+        found = host.which(program)
+    except HostError:
+        found = None
+    if found is None:
+        raise IntrospectError(f"cannot resolve {program!r} to an absolute path; set "
+                              f"claude.binary in the profile")
+    return (found, *configured.argv[1:])

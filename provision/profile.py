@@ -1,0 +1,169 @@
+"""The host profile (host.yml): YAML → JSON Schema (all errors, each with its path) → Profile.
+
+The ``rebuild:`` section is validated by the runtime config schema's own ``rebuild`` definition
+(runtime/schema/config.schema.json, referenced through a jsonschema registry, not copied), so a
+profile can never carry a knob the runtime would refuse.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from provision.errors import ProfileError
+
+
+@dataclass(frozen=True)
+class ClaudeSpec:
+    user: str
+    home: str
+    config_dir: str | None = None
+    binary: str | None = None
+    workdir: str | None = None
+
+    @property
+    def claude_dir(self) -> str:
+        """Where settings.json and projects/ live: ``config_dir`` or ``<home>/.claude``."""
+        return self.config_dir or f"{self.home.rstrip('/')}/.claude"
+
+    @property
+    def settings_path(self) -> str:
+        return f"{self.claude_dir}/settings.json"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """HOME (and CLAUDE_CONFIG_DIR) the claude CLI must run with for this profile."""
+        env = {"HOME": self.home}
+        if self.config_dir:
+            env["CLAUDE_CONFIG_DIR"] = self.config_dir
+        return env
+
+
+@dataclass(frozen=True)
+class DoorSpec:
+    kind: str
+    tmux_target: str | None = None
+    tmux_socket_name: str | None = None
+    tmux_unit: str | None = None
+    systemd_unit: str | None = None
+    systemd_pointer_path: str | None = None
+    pointer_path: str | None = None
+    pointer_runner: str | None = None
+
+
+@dataclass(frozen=True)
+class InstallSpec:
+    config_path: str
+    state_dir: str
+    prefix: str | None = None
+
+    @property
+    def manifest_path(self) -> str:
+        return f"{self.state_dir.rstrip('/')}/provision.json"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated host profile; ``None`` fields are unmanaged or discovered."""
+
+    host: str
+    claude: ClaudeSpec
+    door: DoorSpec
+    install: InstallSpec
+    connection: str = "local"
+    prefer: str | None = None
+    mcp_name: str = "threadline"
+    mcp_scope: str = "user"
+    hook_timeout: int = 10
+    channels_expected: tuple[str, ...] | None = None
+    rebuild: MappingProxyType[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}))
+    source: str | None = None
+
+
+def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+    own = resources.files("provision.schema").joinpath("profile.schema.json").read_text("utf-8")
+    runtime = resources.files("runtime.schema").joinpath("config.schema.json").read_text("utf-8")
+    return json.loads(own), json.loads(runtime)
+
+
+def profile_errors(data: Any) -> list[str]:
+    """Every problem of ``data`` as ``dotted.path: message`` (``door.tmux.target: required``)."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    own, runtime = _schemas()
+    registry = Registry().with_resource(runtime["$id"], Resource.from_contents(runtime))
+    validator = Draft202012Validator(own, registry=registry)
+    problems: list[str] = []
+    for err in validator.iter_errors(data):
+        problems.extend(_describe(err))
+    return sorted(set(problems), key=lambda p: (p.split(":")[0], p))
+
+
+def _describe(err: Any) -> list[str]:
+    prefix = "".join(f"{part}." for part in err.absolute_path)
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if not isinstance(err.instance, dict)
+                   or k not in err.instance]
+        return [f"{prefix}{key}: required" for key in missing]
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        known = err.schema.get("properties", {})
+        return [f"{prefix}{key}: unknown key" for key in err.instance if key not in known]
+    if err.validator in ("allOf", "if"):
+        return []
+    return [f"{prefix.rstrip('.') or '(top level)'}: {err.message}"]
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and validate ``path``; a ProfileError lists every problem at once."""
+    source = Path(path)
+    try:
+        data = yaml.safe_load(source.read_text("utf-8"))
+    except FileNotFoundError as exc:
+        raise ProfileError(f"host profile not found: {str(source)!r}") from exc
+    except OSError as exc:
+        raise ProfileError(f"cannot read host profile {str(source)!r}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"host profile {str(source)!r} is not valid YAML: {exc}") from exc
+    return profile_from_mapping(data, str(source))
+
+
+def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
+    """Validate a parsed mapping and freeze it into a Profile."""
+    problems = profile_errors(data)
+    if not problems:
+        from runtime.config import regex_errors
+
+        problems = regex_errors({"rebuild": data.get("rebuild", {})})
+    if problems:
+        where = f"host profile {source!r}" if source else "host profile"
+        raise ProfileError(f"invalid {where}: " + "; ".join(problems))
+    door = data["door"]
+    tmux, systemd, pointer = door.get("tmux", {}), door.get("systemd", {}), door.get("pointer", {})
+    expected = data.get("channels", {}).get("expected")
+    return Profile(
+        host=data["host"],
+        connection=data.get("connection", "local"),
+        prefer=data.get("prefer"),
+        claude=ClaudeSpec(**data["claude"]),
+        door=DoorSpec(
+            kind=door["kind"], tmux_target=tmux.get("target"),
+            tmux_socket_name=tmux.get("socket_name") or None, tmux_unit=tmux.get("unit"),
+            systemd_unit=systemd.get("unit"), systemd_pointer_path=systemd.get("pointer_path"),
+            pointer_path=pointer.get("path"), pointer_runner=pointer.get("runner"),
+        ),
+        install=InstallSpec(**data["install"]),
+        mcp_name=data.get("mcp", {}).get("name", "threadline"),
+        mcp_scope=data.get("mcp", {}).get("scope", "user"),
+        hook_timeout=data.get("hook", {}).get("timeout", 10),
+        channels_expected=tuple(expected) if expected is not None else None,
+        rebuild=MappingProxyType(dict(data.get("rebuild", {}))),
+        source=source,
+    )
