@@ -1,0 +1,107 @@
+"""``tl-launch``: the ExecStart wrapper of the systemd door.
+
+A unit runs ``tl-launch --pointer P -- claude --continue …``. tl-launch reads the session id
+in the pointer file, turns the launch argv into the resume argv for it (runtime.resume) and
+*execs* it, so the unit's MainPID is claude itself. When the pointer is missing or empty, or
+names a session whose file ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<encoded cwd>/<id>.jsonl``
+does not exist, it starts the launch argv unchanged and says so on stderr (the journal) — a
+claude that continues its last session beats a unit that does not start.
+
+Stdlib and runtime.resume/paths only: it runs on every start of the service.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from runtime.resume import SESSION_ID, ResumeArgvError, resume_argv
+
+PROG = "tl-launch"
+USAGE = f"usage: {PROG} --pointer FILE -- CLAUDE_ARGV..."
+
+
+def read_pointer(path: str | os.PathLike[str]) -> str | None:
+    """The session id in pointer file ``path`` (first line, stripped), or None if absent/empty."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+def session_file(session_id: str, cwd: str, environ: dict[str, str] | None = None) -> Path:
+    """Where Claude Code keeps session ``session_id`` of working directory ``cwd``."""
+    from runtime.paths import encode_project_dir
+
+    env = os.environ if environ is None else environ
+    config_dir = env.get("CLAUDE_CONFIG_DIR") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".claude"
+    )
+    return Path(config_dir) / "projects" / encode_project_dir(cwd) / f"{session_id}.jsonl"
+
+
+def choose_argv(launch: Sequence[str], pointer: str, cwd: str,
+                environ: dict[str, str] | None = None) -> tuple[list[str], str]:
+    """The argv to exec and the one line to log: the resume argv, or the launch argv (why)."""
+    launch = list(launch)
+    session_id = read_pointer(pointer)
+    if session_id is None:
+        return launch, f"WARNING: pointer {pointer!r} is missing or empty; " + _unchanged(launch)
+    if not SESSION_ID.match(session_id):
+        return launch, (f"WARNING: pointer {pointer!r} holds {session_id!r}, not a session id; "
+                        + _unchanged(launch))
+    target = session_file(session_id, cwd, environ)
+    if not target.is_file():
+        return launch, (
+            f"WARNING: pointer {pointer!r} names session {session_id!r} but {str(target)!r} "
+            f"does not exist; " + _unchanged(launch)
+        )
+    try:
+        argv = resume_argv(launch, session_id)
+    except ResumeArgvError as exc:
+        return launch, f"WARNING: {exc}; " + _unchanged(launch)
+    return argv, f"resuming session {session_id!r} from pointer {pointer!r}: {shlex.join(argv)}"
+
+
+def _unchanged(launch: list[str]) -> str:
+    return f"starting the launch argv unchanged: {shlex.join(launch)}"
+
+
+def parse_args(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """Split ``--pointer FILE -- ARGV...`` into the pointer path and the launch argv."""
+    args = list(argv)
+    if "--" not in args:
+        raise ValueError(USAGE)
+    split = args.index("--")
+    options, launch = args[:split], args[split + 1 :]
+    if len(options) == 1 and options[0].startswith("--pointer="):
+        options = ["--pointer", options[0].split("=", 1)[1]]
+    if len(options) != 2 or options[0] != "--pointer" or not options[1] or not launch:
+        raise ValueError(USAGE)
+    return options[1], launch
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exec claude with the session of the pointer file (never returns on success)."""
+    try:
+        pointer, launch = parse_args(sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    chosen, line = choose_argv(launch, pointer, os.getcwd())
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+    try:
+        os.execvp(chosen[0], chosen)
+    except OSError as exc:
+        print(f"{PROG}: cannot run {chosen[0]!r}: {exc.strerror}", file=sys.stderr, flush=True)
+        return 127
+    return 0  # pragma: no cover - execvp does not return
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
