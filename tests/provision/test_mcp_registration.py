@@ -1,0 +1,295 @@
+"""MCP registration (provision/tasks/mcp.py): parsers from captured output, then the real claude.
+
+The registration tests run the pinned Claude Code CLI from npm (``claude_bin``) in a temp HOME:
+``claude mcp add/get/remove`` need no network. Nothing here writes ``.claude.json`` except claude.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from provision.errors import FactError, McpRegistrationError
+from provision.host import LocalHost
+from provision.profile import profile_from_mapping
+from provision.result import Context
+from provision.tasks.mcp import (
+    EXPECTED_TOOLS,
+    McpServer,
+    McpTools,
+    ServerSpec,
+    claude_prefix,
+    list_mcp_tools,
+    parse_mcp_get,
+    stored_servers,
+)
+from tests.fixtures.claude_cli import claude_bin, claude_env  # noqa: F401  (fixture)
+
+# Captured from claude 2.1.328 (`claude mcp get threadline`).
+GET_USER = """threadline:
+  Scope: User config (available in all your projects)
+  Status: ✘ Failed to connect
+  Issue: ENOENT: no such file or directory, posix_spawn '/usr/bin/tl-rebuild'
+  Type: stdio
+  Command: /usr/bin/tl-rebuild
+  Args: mcp --config /etc/x.toml
+  Environment:
+
+To remove this server, run: claude mcp remove threadline -s user
+"""
+GET_PROJECT = """tl:
+  Scope: Project config (shared via .mcp.json)
+  Status: ⏸ Pending approval (run `claude` to approve)
+  Type: stdio
+"""
+GET_MISSING = 'No MCP server named "threadline". Run `claude mcp add` to add one.\n'
+
+
+# ---- pure parsers ----
+
+def test_mcp_get_output_gives_scope_and_status():
+    found = parse_mcp_get(0, GET_USER)
+    assert (found.found, found.scope, found.status) == (True, "user", "✘ Failed to connect")
+    assert not found.connected
+    assert parse_mcp_get(0, GET_PROJECT).scope == "project"
+    assert parse_mcp_get(0, "x:\n  Scope: Local config (private to you in this project)\n"
+                            "  Status: ✓ Connected\n").connected
+
+
+def test_mcp_get_not_found_is_absent_but_other_failures_raise():
+    assert parse_mcp_get(1, "", GET_MISSING).found is False
+    with pytest.raises(FactError, match="claude mcp get failed"):
+        parse_mcp_get(1, "", "TypeError: boom\n")
+
+
+def test_stored_servers_reads_every_scope_in_precedence_order():
+    entry = {"type": "stdio", "command": "/b/tl-rebuild", "args": ["mcp"], "env": {}}
+    claude_json = json.dumps({"mcpServers": {"tl": entry},
+                              "projects": {"/srv/app": {"mcpServers": {"tl": entry}}}}).encode()
+    mcp_json = json.dumps({"mcpServers": {"tl": dict(entry, env={"K": "V"})}}).encode()
+    found = stored_servers("tl", "/srv/app", claude_json, mcp_json, "/h/.claude.json",
+                           "/srv/app/.mcp.json")
+    assert [scope for scope, _ in found] == ["local", "project", "user"]
+    assert found[1][1].env == (("K", "V"),)
+    assert stored_servers("tl", "/elsewhere", claude_json, None, "a", "b") == (
+        ("user", ServerSpec("stdio", "/b/tl-rebuild", ("mcp",))),)
+
+
+def test_stored_spec_with_other_fields_differs_from_the_plain_one():
+    plain = ServerSpec.from_json({"command": "x", "args": []}, "w")
+    assert plain == ServerSpec("stdio", "x")
+    assert ServerSpec.from_json({"type": "stdio", "command": "x", "timeout": 5}, "w") != plain
+
+
+def test_unreadable_claude_json_is_a_fact_error_not_a_rewrite():
+    with pytest.raises(FactError, match="not valid JSON"):
+        stored_servers("tl", "/w", b"{broken", None, "/h/.claude.json", "/w/.mcp.json")
+
+
+def test_claude_runs_as_the_claude_user_with_its_home_and_no_inherited_config_dir():
+    profile = _profile("/home/c", "/srv/app", "/etc/t.toml", "/opt/tl", "/usr/bin/claude",
+                       user="claude")
+    assert claude_prefix(profile, "/usr/bin/claude", "root") == (
+        "runuser", "-u", "claude", "--", "env", "-u", "CLAUDE_CONFIG_DIR", "HOME=/home/c",
+        "/usr/bin/claude")
+    assert claude_prefix(profile, "/usr/bin/claude", "claude")[:2] == ("env", "-u")
+
+
+# ---- the real claude CLI in a temp HOME ----
+
+def _profile(home, workdir, config_path, prefix, claude, scope="user", user=None):
+    return profile_from_mapping({
+        "host": "test",
+        "claude": {"user": user or getpass.getuser(), "home": str(home),
+                   "workdir": str(workdir), "binary": str(claude)},
+        "door": {"kind": "tmux", "tmux": {"target": "main:0.0"}},
+        "install": {"config_path": config_path, "state_dir": "/var/lib/tl",
+                    "prefix": str(prefix)},
+        "mcp": {"name": "threadline", "scope": scope},
+    })
+
+
+def _apply(task, host, ctx):
+    """What the engine does for one task: facts → plan → execute → re-read → plan again."""
+    facts = task.facts(host, ctx)
+    actions = task.plan(facts, ctx)
+    for action in actions:
+        action.execute(host)
+    assert task.plan(task.facts(host, ctx), ctx) == [], "still differs after apply"
+    return facts, actions
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, request: pytest.FixtureRequest):
+    """A temp HOME, workdir and install prefix holding a stand-in tl-rebuild script."""
+    binary = request.getfixturevalue("claude_bin")
+    home, workdir, prefix = tmp_path / "home", tmp_path / "srv app", tmp_path / "prefix"
+    for folder in (home, workdir, prefix / "bin"):
+        folder.mkdir(parents=True)
+    script = prefix / "bin" / "tl-rebuild"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+
+    def ctx(config_path="/etc/threadline/config.toml", scope="user"):
+        return Context(profile=_profile(home, workdir, config_path, prefix, binary, scope))
+
+    def claude(*args):
+        return subprocess.run([str(binary), *args], env=claude_env(home), cwd=workdir,
+                              capture_output=True, text=True, timeout=60)
+
+    return home, workdir, script, ctx, claude
+
+
+def _claude_json(home: Path) -> dict:
+    return json.loads((home / ".claude.json").read_text())
+
+
+def _entries(home: Path, workdir: Path) -> list:
+    """Every stored ``threadline`` entry (user and local scope) as claude wrote it."""
+    doc = _claude_json(home)
+    tables = [doc.get("mcpServers", {}),
+              doc.get("projects", {}).get(str(workdir), {}).get("mcpServers", {})]
+    return [table["threadline"] for table in tables if "threadline" in table]
+
+
+@pytest.mark.real_claude
+def test_absent_server_is_added_in_user_scope_with_the_exact_spec(sandbox):
+    home, workdir, script, ctx, claude = sandbox
+    facts, actions = _apply(McpServer(), LocalHost(), ctx())
+    assert not facts.get.found
+    assert [a.summary.split(":")[0] for a in actions] == [
+        "add MCP server 'threadline' (user scope)"]
+    assert actions[0].argv[-6:] == ("threadline", "--", str(script), "mcp", "--config",
+                                    "/etc/threadline/config.toml")
+    assert _claude_json(home)["mcpServers"]["threadline"] == {
+        "type": "stdio", "command": str(script),
+        "args": ["mcp", "--config", "/etc/threadline/config.toml"], "env": {}}
+    shown = claude("mcp", "get", "threadline")
+    assert shown.returncode == 0 and "Scope: User config" in shown.stdout
+
+
+@pytest.mark.real_claude
+def test_second_run_finds_the_same_spec_and_plans_nothing(sandbox):
+    home, _, _, ctx, _ = sandbox
+    _apply(McpServer(), LocalHost(), ctx())
+    before = (home / ".claude.json").read_bytes()
+    task = McpServer()
+    facts = task.facts(LocalHost(), ctx())
+    assert task.plan(facts, ctx()) == []
+    assert task.ok_message(facts, ctx()).startswith(
+        "MCP server 'threadline' already registered in user scope")
+    assert facts.get.found and facts.get.scope == "user"
+    assert (home / ".claude.json").read_bytes() == before
+
+
+@pytest.mark.real_claude
+def test_changed_spec_is_replaced_by_remove_then_add(sandbox):
+    home, _, script, ctx, _ = sandbox
+    _apply(McpServer(), LocalHost(), ctx())
+    _, actions = _apply(McpServer(), LocalHost(), ctx(config_path="/etc/tl/other.toml"))
+    assert [a.argv[a.argv.index("mcp") + 1] for a in actions] == ["remove", "add"]
+    assert _claude_json(home)["mcpServers"]["threadline"]["args"] == [
+        "mcp", "--config", "/etc/tl/other.toml"]
+
+
+@pytest.mark.real_claude
+@pytest.mark.parametrize(("existing", "wanted"), [("local", "user"), ("user", "local")])
+def test_same_name_in_another_scope_fails_and_nothing_is_removed(sandbox, existing, wanted):
+    home, workdir, _, ctx, claude = sandbox
+    added = claude("mcp", "add", "--transport", "stdio", "--scope", existing, "threadline",
+                   "--", "/usr/bin/foreign-server", "--flag")
+    assert added.returncode == 0, added.stderr
+    before = _entries(home, workdir)
+    assert len(before) == 1
+    task = McpServer()
+    facts = task.facts(LocalHost(), ctx(scope=wanted))
+    with pytest.raises(McpRegistrationError, match=f"already exists in {existing} scope"):
+        task.plan(facts, ctx(scope=wanted))
+    assert _entries(home, workdir) == before  # claude itself rewrites other keys on `get`
+    assert "foreign-server" in claude("mcp", "get", "threadline").stdout
+
+
+@pytest.mark.real_claude
+def test_project_scope_mcp_json_clash_fails_too(sandbox):
+    _, workdir, _, ctx, claude = sandbox
+    added = claude("mcp", "add", "--transport", "stdio", "--scope", "project", "threadline",
+                   "--", "/usr/bin/foreign-server")
+    assert added.returncode == 0, added.stderr
+    before = (workdir / ".mcp.json").read_bytes()
+    task = McpServer()
+    with pytest.raises(McpRegistrationError, match="already exists in project scope"):
+        task.plan(task.facts(LocalHost(), ctx()), ctx())
+    assert (workdir / ".mcp.json").read_bytes() == before
+
+
+@pytest.mark.real_claude
+def test_claude_config_dir_of_the_test_process_does_not_leak_into_claude(sandbox):
+    home, _, _, ctx, _ = sandbox
+    assert os.environ.get("CLAUDE_CONFIG_DIR")  # set by tests/conftest.py
+    _apply(McpServer(), LocalHost(), ctx())
+    assert "threadline" in _claude_json(home)["mcpServers"]
+    leaked = Path(os.environ["CLAUDE_CONFIG_DIR"]) / ".claude.json"
+    assert not leaked.exists() or "threadline" not in leaked.read_text()
+
+
+# ---- verification over the real MCP protocol ----
+
+STAND_IN_SERVER = """
+import sys
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("stand-in")
+for tool_name in sys.argv[1:]:
+    def tool(text: str = "") -> str:
+        return text
+    server.tool(name=tool_name)(tool)
+server.run("stdio")
+"""
+
+
+def _stand_in(tmp_path: Path, tools) -> tuple[str, ...]:
+    path = tmp_path / "stand_in_server.py"
+    path.write_text(STAND_IN_SERVER)
+    import sys
+
+    return (sys.executable, str(path), *tools)
+
+
+def test_tool_lister_speaks_mcp_over_stdio_to_a_real_sdk_server(tmp_path):
+    argv = _stand_in(tmp_path, ["alpha", "beta"])
+    assert sorted(list_mcp_tools(argv, {}, str(tmp_path), 30.0)) == ["alpha", "beta"]
+
+
+def test_tool_lister_names_a_server_that_cannot_start(tmp_path):
+    with pytest.raises(McpRegistrationError, match="could not be queried"):
+        list_mcp_tools((str(tmp_path / "missing-binary"),), {}, str(tmp_path), 10.0)
+
+
+@pytest.mark.real_claude
+def test_tools_check_fails_naming_missing_tools_and_passes_with_all_seven(sandbox, tmp_path):
+    home, _, script, ctx, _ = sandbox
+    _apply(McpServer(), LocalHost(), ctx())
+    seen = []
+
+    def lister(tools):
+        def listed(argv, env, cwd, timeout):
+            seen.append(tuple(argv))
+            return list_mcp_tools(_stand_in(tmp_path, tools), env, cwd, timeout)
+        return listed
+
+    task = McpTools(lister(EXPECTED_TOOLS[:5]))
+    facts = task.facts(LocalHost(), ctx())
+    with pytest.raises(McpRegistrationError,
+                       match="missing thread_rebuild_cancel, thread_rebuild_rollback_request"):
+        task.plan(facts, ctx())
+    assert seen[0][-4:] == (str(script), "mcp", "--config", "/etc/threadline/config.toml")
+    assert f"HOME={home}" in seen[0]
+    task = McpTools(lister(EXPECTED_TOOLS))
+    facts = task.facts(LocalHost(), ctx())
+    assert task.plan(facts, ctx()) == []
+    assert task.ok_message(facts, ctx()) == "MCP server lists its 7 tools over stdio"
