@@ -1,0 +1,102 @@
+"""The Stop hook: ``tl-rebuild hook-stop [--config C] [--wait]`` with the hook JSON on stdin.
+
+Claude Code runs it after every turn, so the path with nothing pending reads one small file
+and imports only ``json``/``os``/``tomllib``. It always exits 0 and prints ``{}``: a Stop hook
+that exits 2 would feed its stderr to the model and start another turn. Errors go to the
+operation timeline and the worker log.
+
+With a pending operation bound to this session it marks the operation ``scheduled`` and
+spawns a detached worker (``setsid``; inside a systemd service wrapped in ``systemd-run
+--scope -p KillMode=process``, or the operation fails with that reason). A Stop from another
+session is ignored with a timeline entry. ``--wait`` runs the worker in the foreground (for
+runner loops with the pointer door: the next call then sees the new pointer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+ACTIVE_FILE = "active"
+CONFIG_ENV = "THREADLINE_CONFIG"
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the hook; always returns 0 and prints ``{}``."""
+    try:
+        payload = _read_stdin()
+        config_path = _config_path(argv)
+        if config_path:
+            state_dir = _state_dir(config_path)
+            if state_dir and os.path.exists(os.path.join(state_dir, ACTIVE_FILE)):
+                _handle(config_path, payload, wait="--wait" in argv)
+    except BaseException as exc:  # noqa: BLE001 - a Stop hook must never fail the turn
+        _report(argv, exc)
+    sys.stdout.write("{}\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _read_stdin() -> bytes:
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return b""
+    return stream.buffer.read()
+
+
+def _config_path(argv: Sequence[str]) -> str:
+    args = list(argv)
+    for i, token in enumerate(args):
+        if token == "--config" and i + 1 < len(args):
+            return os.path.abspath(args[i + 1])
+        if token.startswith("--config="):
+            return os.path.abspath(token.split("=", 1)[1])
+    env = os.environ.get(CONFIG_ENV, "")
+    return os.path.abspath(env) if env else ""
+
+
+def _state_dir(config_path: str) -> str:
+    """Only ``state_dir`` from the TOML file: the full (validated) config is read lazily."""
+    import tomllib
+
+    with open(config_path, "rb") as handle:
+        value = tomllib.load(handle).get("state_dir", "")
+    return os.path.expanduser(value) if isinstance(value, str) else ""
+
+
+def _payload(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _handle(config_path: str, raw: bytes, wait: bool) -> None:
+    from runtime.config import load_config
+    from runtime.schedule import on_stop
+
+    config = load_config(config_path)
+    on_stop(config, _payload(raw), wait=wait)
+
+
+def _report(argv: Sequence[str], exc: BaseException) -> None:
+    """Write the error to the worker log when one is known, else to stderr (exit stays 0)."""
+    line = f"hook-stop: {type(exc).__name__}: {exc}"
+    try:
+        from runtime.config import load_config
+        from runtime.store import now_iso
+
+        config = load_config(_config_path(argv) or None)
+        log = config.worker_log_path
+        if log is not None and log.parent.is_dir():
+            from runtime import proc
+
+            proc.append_line(log, f"{now_iso()} {line}".encode())
+            return
+    except BaseException:  # noqa: BLE001, S110 - fall back to stderr below
+        pass
+    print(line, file=sys.stderr)

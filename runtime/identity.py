@@ -1,0 +1,129 @@
+"""Facts about running processes, read from /proc: liveness, argv, cwd, children, channels.
+
+Pure parsers (``parse_stat``, ``channel_flags``, ``resumed_session``) are separate from the
+readers so they can be tested on captured text.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+PROC = Path("/proc")
+# Flags that attach a channel to claude; the new process must keep every one the old had.
+CHANNEL_FLAGS = ("--channels", "--dangerously-load-development-channels")
+
+
+def parse_stat(text: str) -> tuple[str, int, int] | None:
+    """``(state, ppid, start_time)`` from the text of ``/proc/PID/stat``, or None."""
+    close = text.rfind(")")
+    if close < 0:
+        return None
+    fields = text[close + 2:].split()
+    if len(fields) < 20:
+        return None
+    try:
+        return fields[0], int(fields[1]), int(fields[19])
+    except ValueError:
+        return None
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    try:
+        return parse_stat((PROC / str(pid) / "stat").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    """The kernel start time (clock ticks since boot) of a live ``pid``; None if gone/zombie."""
+    stat = _stat(pid)
+    if stat is None or stat[0] in ("Z", "X"):
+        return None
+    return stat[2]
+
+
+def alive(pid: int | None, started: int | None = None) -> bool:
+    """True when ``pid`` runs (not a zombie) and, if given, started at ``started``."""
+    if not pid or pid <= 0:
+        return False
+    current = start_time(pid)
+    if current is None:
+        return False
+    return started is None or current == started
+
+
+def cmdline(pid: int) -> tuple[str, ...] | None:
+    """The argv of ``pid`` as the kernel sees it, or None when unreadable."""
+    try:
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    if not raw:
+        return None
+    return tuple(part.decode("utf-8", "replace") for part in raw.rstrip(b"\0").split(b"\0"))
+
+
+def cwd(pid: int) -> str | None:
+    """The working directory of ``pid``, or None when unreadable."""
+    try:
+        return os.readlink(PROC / str(pid) / "cwd")
+    except OSError:
+        return None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` in the process tree."""
+    children: dict[int, list[int]] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        stat = _stat(int(entry.name))
+        if stat is not None and stat[0] not in ("Z", "X"):
+            children.setdefault(stat[1], []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def channel_flags(argv: Sequence[str]) -> tuple[str, ...]:
+    """Each channel attached by ``argv`` as ``"FLAG VALUE"`` (variadic values, ``=`` form too)."""
+    found: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        name, eq, value = token.partition("=")
+        if name in CHANNEL_FLAGS:
+            if eq:
+                found.append(f"{name} {value}")
+            else:
+                j = i + 1
+                while j < len(argv) and not argv[j].startswith("-"):
+                    found.append(f"{name} {argv[j]}")
+                    j += 1
+                i = j
+                continue
+        i += 1
+    return tuple(found)
+
+
+def resumed_session(argv: Sequence[str]) -> str | None:
+    """The session id given to ``--resume``/``-r``/``--session-id`` in ``argv``, or None."""
+    for i, token in enumerate(argv):
+        name, eq, value = token.partition("=")
+        if name in ("--resume", "-r", "--session-id"):
+            if eq:
+                return value
+            if i + 1 < len(argv):
+                return argv[i + 1]
+    return None
+
+
+def format_argv(template: Sequence[str], session_id: str) -> tuple[str, ...]:
+    """The resume argv for ``session_id``: ``{session_id}`` replaced in every token."""
+    return tuple(token.replace("{session_id}", session_id) for token in template)

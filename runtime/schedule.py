@@ -1,0 +1,135 @@
+"""What a Stop does to the active operation: schedule it and start its worker.
+
+Called by the Stop hook only when an operation is active. Under the store lock it first
+reconciles an operation whose worker is gone, then ignores a Stop from a session other than
+the one the operation is bound to (timeline entry), else moves ``pending → scheduled`` or
+``rollback_pending → rollback_scheduled`` and starts the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from runtime import proc
+from runtime.config import Config
+from runtime.doors.systemd_scope import current_service_unit, escape_argv
+from runtime.errors import StoreError, ThreadlineError
+from runtime.recover import reconcile_if_lost
+from runtime.state import State
+from runtime.store import Operation, Store
+
+
+def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> str | None:
+    """Handle one Stop; return the id of the operation a worker was started for, or None."""
+    if config.state_dir is None:
+        return None
+    store = Store(config.state_dir)
+    session_id = str(payload.get("session_id") or "")
+    with store.lock():
+        op = store.active()
+        if op is not None:
+            op = reconcile_if_lost(config, store, op)
+        if op is None or op.state not in (State.PENDING, State.ROLLBACK_PENDING):
+            return None
+        expected = (op.bound_session_id if op.state == State.PENDING
+                    else op.fact("new_session_id"))
+        if expected and session_id != expected:
+            store.event(op.operation_id, "stop_ignored", state=op.state.value,
+                        session_id=session_id or None, bound_session_id=expected,
+                        reason="Stop from another session")
+            return None
+        if op.state == State.PENDING:
+            op = _schedule_rebuild(config, store, op, payload, session_id)
+        else:
+            op = store.transition(op.operation_id, State.ROLLBACK_SCHEDULED,
+                                  phase="rollback_scheduled", expect_revision=op.revision,
+                                  evidence={"session_id": session_id})
+        if op is None or op.state not in (State.SCHEDULED, State.ROLLBACK_SCHEDULED):
+            return None
+        if not wait:
+            _start_worker(config, store, op)
+            return op.operation_id
+    from runtime.worker import run
+
+    run(config, op.operation_id)
+    return op.operation_id
+
+
+def _schedule_rebuild(config: Config, store: Store, op: Operation, payload: dict[str, Any],
+                      session_id: str) -> Operation | None:
+    problem, transcript = _transcript(config, payload, session_id)
+    if problem:
+        if not session_id and not op.bound_session_id:
+            store.event(op.operation_id, "stop_ignored", state=op.state.value, reason=problem)
+            return None
+        return _fail(store, op, "bad_stop_payload", problem)
+    assert transcript is not None
+    return store.transition(
+        op.operation_id, State.SCHEDULED, phase="scheduled", expect_revision=op.revision,
+        evidence={"session_id": session_id, "transcript": str(transcript)},
+        bound_session_id=op.bound_session_id or transcript.stem,
+        facts={"transcript_path": str(transcript), "old_session_id": transcript.stem,
+               "stop_session_id": session_id or None},
+    )
+
+
+def _transcript(config: Config, payload: dict[str, Any],
+                session_id: str) -> tuple[str, Path | None]:
+    if config.project_dir is None:
+        return "config lacks project_dir", None
+    raw = payload.get("transcript_path") or (
+        str(config.project_dir / f"{session_id}.jsonl") if session_id else "")
+    if not raw:
+        return "the Stop payload names no session_id or transcript_path", None
+    path = Path(str(raw)).expanduser()
+    try:
+        resolved = path.resolve(strict=True)
+        project = config.project_dir.resolve(strict=True)
+    except OSError:
+        return f"transcript {str(path)!r} or project_dir does not exist", None
+    if resolved.parent != project or resolved.suffix != ".jsonl":
+        return (f"transcript {str(path)!r} is not a session file of project_dir "
+                f"{str(config.project_dir)!r}"), None
+    if session_id and resolved.stem != session_id:
+        return f"transcript {str(path)!r} is not the file of session {session_id!r}", None
+    return "", resolved
+
+
+def _fail(store: Store, op: Operation, code: str, message: str) -> Operation:
+    return store.transition(op.operation_id, State.FAILED, phase="failed",
+                            expect_revision=op.revision,
+                            evidence={"code": code, "message": message},
+                            failure={"code": code, "message": message})
+
+
+def worker_argv(config: Config, operation_id: str) -> list[str]:
+    """The command line of the worker for ``operation_id``."""
+    if config.source is None:
+        raise StoreError("the worker needs a config file (--config or THREADLINE_CONFIG)")
+    return [sys.executable, "-m", "runtime.worker", operation_id,
+            "--config", str(Path(config.source).resolve())]
+
+
+def _start_worker(config: Config, store: Store, op: Operation) -> None:
+    unit = current_service_unit()
+    try:
+        argv = worker_argv(config, op.operation_id)
+        if unit:
+            argv = escape_argv(argv, unit)
+        log_path = config.worker_log_path or (Path(store.root) / "worker.log")
+        pid = proc.spawn_detached(argv, log_path=log_path, env=os.environ,
+                                  cwd=str(store.root))
+    except ThreadlineError as exc:
+        code = "cgroup_escape_failed" if unit else "worker_spawn_failed"
+        _fail(store, op, code, str(exc))
+        return
+    store.event(op.operation_id, "worker_spawned", state=op.state.value, pid=pid,
+                escaped_unit=unit, argv=argv)
+    try:
+        store.update(op.operation_id, expect_state=op.state,
+                     worker={"pid": pid, "start_time": None, "spawned_by": "hook"})
+    except StoreError:
+        pass  # the worker already recorded itself (or finished): its record wins

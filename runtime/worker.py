@@ -1,0 +1,472 @@
+"""The switch worker: one detached process per scheduled operation (SPEC §4.1 step 3–4).
+
+``python -m runtime.worker OP_ID --config C``. Phases, each a timeline line:
+worker_started → stable → frozen → identity → built → verifying → verified → activating →
+rechecked → switched → health → activated | rolled_back | failed. Before the switch any problem
+fails the operation and removes the unused candidate; after it, an unhealthy new session makes
+the worker resume the old one. Every path ends in a terminal state.
+
+``THREADLINE_WORKER_FAULT`` injects a crash or a pause at a phase for the recovery and race
+tests (``kill:PHASE`` or ``pause:PHASE:FILE`` — waits until FILE exists, writes FILE.reached).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from runtime import health, proc
+from runtime import identity as ident
+from runtime.config import Config, load_config
+from runtime.doors.base import Door, open_door
+from runtime.doors.systemd_scope import current_service_unit
+from runtime.errors import IdentityConflictError, StoreError, ThreadlineError
+from runtime.state import TERMINAL, State
+from runtime.store import Operation, Store, now_iso
+
+FAULT_ENV = "THREADLINE_WORKER_FAULT"
+
+
+class Abort(Exception):
+    """Stop the operation: ``code`` names why (``session_conflict``, ``source_changed`` …)."""
+
+    def __init__(self, code: str, message: str, evidence: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.evidence = evidence or {}
+
+
+def log(message: str) -> None:
+    print(f"{now_iso()} worker[{os.getpid()}] {message}", flush=True)
+
+
+def fault(phase: str) -> None:
+    """Crash or pause here when the fault-injection variable names this phase."""
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec:
+        return
+    kind, _, rest = spec.partition(":")
+    name, _, path = rest.partition(":")
+    if name != phase:
+        return
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "pause" and path:
+        proc.atomic_write(path + ".reached", phase.encode())
+        deadline = time.monotonic() + 120
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def counts_only(value: Any) -> Any:
+    """Keep numbers, booleans and nested mappings of them: audit records carry no text."""
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, dict):
+        kept = {str(k): counts_only(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not None or value.get(k) is None}
+    return None
+
+
+def other_sessions(project_dir: Path, exclude: set[str]) -> dict[str, list[int]]:
+    """``name → [size, mtime_ns]`` of top-level session files other than ``exclude``."""
+    found: dict[str, list[int]] = {}
+    for path in project_dir.glob("*.jsonl"):
+        if path.name in exclude or path.name.startswith("agent-"):
+            continue
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        found[path.name] = [st.st_size, st.st_mtime_ns]
+    return found
+
+
+class Job:
+    """Shared plumbing of the rebuild and rollback runs: the record, the store, the door."""
+
+    def __init__(self, config: Config, store: Store, op: Operation, door: Door) -> None:
+        self.config = config
+        self.store = store
+        self.op = op
+        self.door = door
+        self.id = op.operation_id
+
+    def move(self, target: State, phase: str, evidence: dict[str, Any] | None = None,
+             **changes: Any) -> None:
+        self.op = self.store.transition(self.id, target, phase=phase, evidence=evidence,
+                                        expect_revision=self.op.revision, **changes)
+        self.store.heartbeat(self.id, phase)
+        log(f"{self.id}: {phase} → {target.value}")
+
+    def note(self, phase: str, evidence: dict[str, Any] | None = None, **changes: Any) -> None:
+        if changes:
+            self.op = self.store.update(self.id, phase=phase, evidence=evidence,
+                                        expect_revision=self.op.revision, **changes)
+        else:
+            self.store.event(self.id, phase, state=self.op.state.value, **(evidence or {}))
+        self.store.heartbeat(self.id, phase)
+        log(f"{self.id}: {phase}")
+
+    def resume_argv(self, session_id: str) -> tuple[str, ...]:
+        return ident.format_argv(self.config.switch.resume_argv, session_id)
+
+    def required_flags(self, old_argv: Sequence[str]) -> tuple[str, ...]:
+        configured = ident.channel_flags(self.config.switch.channel_flags)
+        return tuple(dict.fromkeys([*ident.channel_flags(old_argv), *configured]))
+
+    def expectation(self, session_id: str, previous: str, flags: Sequence[str]) -> health.Expectation:
+        sw = self.config.switch
+        return health.Expectation(
+            session_id=session_id, previous_identity=previous, channel_flags=tuple(flags),
+            workdir=self.config.workdir, channel_servers=sw.expected_channel_servers,
+            project_dir=self.config.project_dir, window=sw.healthcheck_seconds,
+        )
+
+    def switch_to(self, session_id: str) -> None:
+        assert self.config.workdir is not None
+        self.door.switch(session_id, self.resume_argv(session_id), self.config.workdir)
+
+
+class Rebuild(Job):
+    """scheduled → … → activated | rolled_back | failed."""
+
+    candidate: Path | None = None
+    switched = False
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Abort as abort:
+            self._abandon(abort)
+        except Exception as exc:  # noqa: BLE001 - every path must end in a terminal state
+            log(traceback.format_exc())
+            self._abandon(Abort("worker_error", f"{type(exc).__name__}: {exc}"))
+
+    def _run(self) -> None:
+        # The hook may still be recording the spawned pid: check the state, not the revision.
+        self.op = self.store.transition(self.id, State.RUNNING, phase="worker_started",
+                                        expect_state=State.SCHEDULED, worker=worker_info(),
+                                        evidence={"pid": os.getpid()})
+        self.store.heartbeat(self.id, "worker_started")
+        self._check_escape()
+        self._check_config()
+        fault("running")
+        source = Path(self.op.fact("transcript_path"))
+        size, digest, backup, others = self._freeze(source)
+        fault("frozen")
+        identity, old_argv = self._capture_identity()
+        build, new_id = self._build(backup)
+        self.move(State.VERIFYING, "verifying")
+        self._verify(build)
+        fault("verified")
+        self.move(State.ACTIVATING, "activating")
+        fault("activating")
+        with self.store.lock():
+            self._recheck(source, digest, identity, others)
+            fault("switch")
+            self.switch_to(new_id)
+            self.switched = True
+        self.note("switched", {"session_id": new_id, "argv": list(self.resume_argv(new_id))},
+                  facts={"switched_at": now_iso()})
+        fault("switched")
+        want = self.expectation(new_id, identity, self.required_flags(old_argv))
+        report = health.check(self.door, want)
+        self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
+        if not report.ok:
+            self._resume_old(identity, old_argv, report.reason)
+            return
+        after = report.evidence.get("identity") or self.door.identity()
+        self.move(State.ACTIVATED, "activated", {"identity": after},
+                  facts={"identity_after": after, "activated_at": now_iso(), "backup": str(backup),
+                         "source_size": size})
+
+    def _check_escape(self) -> None:
+        unit = self.config.switch.systemd.unit
+        if self.config.switch.door == "systemd" and unit:
+            inside = current_service_unit()
+            if inside == unit or (inside and inside == unit + ".service"):
+                raise Abort("cgroup_escape_failed",
+                            f"worker runs inside {inside!r} and its restart would kill it")
+
+    def _check_config(self) -> None:
+        cfg = self.config
+        missing = [k for k, v in (("project_dir", cfg.project_dir), ("workdir", cfg.workdir))
+                   if v is None]
+        if cfg.switch.door == "tmux" and not any("{session_id}" in t
+                                                 for t in cfg.switch.resume_argv):
+            missing.append("switch.resume_argv (with {session_id})")
+        if missing:
+            raise Abort("config", "config lacks " + ", ".join(missing))
+
+    def _freeze(self, source: Path) -> tuple[int, str, Path, dict[str, list[int]]]:
+        backup = self.store.artifacts(self.id) / "source.jsonl"
+        for _attempt in range(3):
+            size, mtime, waited = self._wait_stable(source)
+            self.note("stable", {"size": size, "waited_s": round(waited, 3)})
+            others = other_sessions(self.config.project_dir, {source.name})  # type: ignore[arg-type]
+            copied = proc.copy_file(source, backup, 0o600)
+            st = source.stat()
+            if (st.st_size, st.st_mtime_ns) != (size, mtime):
+                self.note("freeze_retry", {"reason": "source changed during the copy"})
+                continue
+            on_disk = sha256_file(backup)
+            if on_disk != copied:
+                raise Abort("freeze_failed", f"backup digest {on_disk} ≠ copied {copied}")
+            self.note("frozen", {"backup": str(backup), "sha256": copied, "size": size,
+                                 "other_sessions": len(others)},
+                      facts={"source_sha256": copied, "source_size": size,
+                             "backup": str(backup), "frozen_at": now_iso()})
+            return size, copied, backup, others
+        raise Abort("transcript_unstable", f"transcript {str(source)!r} kept changing")
+
+    def _wait_stable(self, source: Path) -> tuple[int, int, float]:
+        sw = self.config.switch
+        start = time.monotonic()
+        deadline = start + sw.stable_timeout_seconds
+        last, since, beat = None, start, start
+        while True:
+            try:
+                st = source.stat()
+            except FileNotFoundError as exc:
+                raise Abort("source_missing", f"transcript {str(source)!r} is missing") from exc
+            now = time.monotonic()
+            sig = (st.st_size, st.st_mtime_ns)
+            if sig != last:
+                last, since = sig, now
+            elif now - since >= sw.stable_seconds:
+                return st.st_size, st.st_mtime_ns, now - start
+            if now > deadline:
+                raise Abort("transcript_unstable",
+                            f"transcript {str(source)!r} not stable within "
+                            f"{sw.stable_timeout_seconds:g}s")
+            if now - beat > 1.0:
+                self.store.heartbeat(self.id, "stable_wait")
+                beat = now
+            time.sleep(min(0.05, max(sw.stable_seconds / 3, 0.005)))
+
+    def _capture_identity(self) -> tuple[str, tuple[str, ...]]:
+        try:
+            identity = self.door.identity()
+        except IdentityConflictError as exc:
+            raise Abort("session_conflict", str(exc)) from exc
+        old_id = self.op.fact("old_session_id")
+        if self.door.name == "pointer" and identity != old_id:
+            raise Abort("session_conflict",
+                        f"pointer names session {identity!r}, not the stopping {old_id!r}")
+        pid = self.door.process_pid(identity)
+        old_argv = (ident.cmdline(pid) or ()) if pid else ()
+        self.note("identity", {"identity": identity, "pid": pid, "argv": list(old_argv),
+                               "channel_flags": list(ident.channel_flags(old_argv))},
+                  facts={"identity_before": identity, "old_argv": list(old_argv)})
+        return identity, old_argv
+
+    def _build(self, backup: Path) -> tuple[Any, str]:
+        from runtime.candidate import build, write
+
+        result = build(backup, self.config)
+        if getattr(result, "blocked_reason", None):
+            raise Abort("blocked", f"rebuild blocked: {result.blocked_reason}")
+        path = write(result, self.config.project_dir)  # type: ignore[arg-type]
+        self.candidate = Path(path)
+        new_id = str(result.new_session_id)
+        self.note("built", {"new_session_id": new_id, "candidate": str(path),
+                            "stats": counts_only(result.stats())},
+                  facts={"new_session_id": new_id, "candidate_path": str(path),
+                         "candidate_sha256": sha256_file(self.candidate),
+                         "candidate_lines": _line_count(self.candidate),
+                         "stats": counts_only(result.stats())})
+        self._build_result = result
+        return result, new_id
+
+    def _verify(self, build: Any) -> None:
+        from runtime.verify import verify_candidate
+
+        assert self.candidate is not None
+        try:
+            report = verify_candidate(self.candidate, build)
+        except ThreadlineError as exc:
+            raise Abort("verification_failed", str(exc)) from exc
+        data = vars(report) if hasattr(report, "__dict__") else {}
+        self.note("verified", {"report": counts_only(dict(data))})
+
+    def _recheck(self, source: Path, digest: str, identity: str,
+                 others: dict[str, list[int]]) -> None:
+        live = sha256_file(source) if source.exists() else "missing"
+        if live != digest:
+            raise Abort("source_changed", f"transcript {str(source)!r} changed after the freeze",
+                        {"frozen": digest, "live": live})
+        try:
+            current = self.door.identity()
+        except IdentityConflictError as exc:
+            raise Abort("session_conflict", str(exc)) from exc
+        if current != identity:
+            raise Abort("session_conflict",
+                        f"{self.door.name} identity changed from {identity!r} to {current!r}",
+                        {"before": identity, "now": current})
+        assert self.candidate is not None
+        now = other_sessions(self.config.project_dir,  # type: ignore[arg-type]
+                             {source.name, self.candidate.name})
+        changed = sorted(n for n, sig in now.items() if others.get(n) != sig)
+        if changed:
+            raise Abort("session_conflict",
+                        "another session became active: " + ", ".join(changed),
+                        {"changed": changed})
+        self.note("rechecked", {"sha256": live, "identity": current,
+                                "candidate_excluded": self.candidate.name,
+                                "other_sessions_changed": 0})
+
+    def _resume_old(self, identity: str, old_argv: Sequence[str], why: str) -> None:
+        old_id = str(self.op.fact("old_session_id"))
+        try:
+            self.switch_to(old_id)
+            self.note("resumed_old", {"session_id": old_id,
+                                      "argv": list(self.resume_argv(old_id))})
+            after = self.door.identity()
+        except ThreadlineError as exc:
+            self.move(State.FAILED, "failed", {"code": "resume_failed", "message": str(exc)},
+                      failure={"code": "resume_failed",
+                               "message": f"new session unhealthy ({why}); "
+                                          f"resuming the old one failed: {exc}"})
+            return
+        self.move(State.ROLLED_BACK, "rolled_back", {"code": "unhealthy", "message": why},
+                  failure={"code": "unhealthy", "message": why},
+                  facts={"identity_after_rollback": after})
+
+    def _abandon(self, abort: Abort) -> None:
+        log(f"{self.id}: abandoned: {abort.code}: {abort.message}")
+        try:
+            current = self.store.read(self.id)
+        except StoreError:
+            return
+        if current.state in TERMINAL or current.state == State.ACTIVATED:
+            return
+        self.op = current
+        if self.switched:
+            self._resume_old(str(current.fact("identity_before", "")),
+                             current.fact("old_argv", []), abort.message)
+            return
+        if self.candidate is not None and proc.remove(self.candidate):
+            self.store.event(self.id, "candidate_removed", path=str(self.candidate))
+        try:
+            self.move(State.FAILED, "failed", {"code": abort.code, "message": abort.message,
+                                               **abort.evidence},
+                      failure={"code": abort.code, "message": abort.message})
+        except StoreError as exc:
+            log(f"{self.id}: could not record the failure: {exc}")
+
+
+class Rollback(Job):
+    """rollback_scheduled → rolled_back | activated (refused) | failed (CAS on identity)."""
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # noqa: BLE001 - every path must end in a terminal state
+            log(traceback.format_exc())
+            self._finish_failed("worker_error", f"{type(exc).__name__}: {exc}")
+
+    def _run(self) -> None:
+        self.op = self.store.update(self.id, phase="rollback_started",
+                                    expect_state=State.ROLLBACK_SCHEDULED, worker=worker_info(),
+                                    evidence={"pid": os.getpid()})
+        self.store.heartbeat(self.id, "rollback_started")
+        recorded = str(self.op.fact("identity_after", ""))
+        try:
+            current = self.door.identity()
+        except IdentityConflictError as exc:
+            self._finish_failed("session_conflict", str(exc))
+            return
+        if not recorded or current != recorded:
+            self._finish_failed("session_conflict",
+                                f"{self.door.name} identity is {current!r}, "
+                                f"recorded after activation {recorded!r}")
+            return
+        old_id = str(self.op.fact("old_session_id"))
+        self.switch_to(old_id)
+        self.note("switched", {"session_id": old_id, "argv": list(self.resume_argv(old_id))})
+        flags = ident.channel_flags(self.op.fact("old_argv", []))
+        report = health.check(self.door, self.expectation(old_id, current, flags))
+        self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
+        if not report.ok:
+            self._finish_failed("rollback_unhealthy", report.reason)
+            return
+        self.move(State.ROLLED_BACK, "rolled_back", {"identity": report.evidence.get("identity")},
+                  facts={"identity_after_rollback": report.evidence.get("identity"),
+                         "rolled_back_at": now_iso()})
+
+    def _finish_failed(self, code: str, message: str) -> None:
+        log(f"{self.id}: rollback failed: {code}: {message}")
+        current = self.store.read(self.id)
+        if current.state != State.ROLLBACK_SCHEDULED:
+            return
+        self.op = current
+        self.move(State.FAILED, "failed", {"code": code, "message": message},
+                  failure={"code": code, "message": message})
+
+
+def worker_info() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "start_time": ident.start_time(pid), "started_at": now_iso()}
+
+
+def _line_count(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def run(config: Config, operation_id: str) -> Operation:
+    """Carry out the scheduled work of ``operation_id`` and return its final record."""
+    if config.state_dir is None:
+        raise StoreError("state_dir is not configured")
+    store = Store(config.state_dir)
+    op = store.read(operation_id)
+    if op.state not in (State.SCHEDULED, State.ROLLBACK_SCHEDULED):
+        log(f"{operation_id}: nothing to do in state {op.state.value!r}")
+        return op
+    try:
+        door = open_door(config)
+    except ThreadlineError as exc:
+        code = "config"
+        store.transition(operation_id, State.FAILED, phase="failed",
+                         evidence={"code": code, "message": str(exc)},
+                         failure={"code": code, "message": str(exc)})
+        return store.read(operation_id)
+    job_cls = Rebuild if op.state == State.SCHEDULED else Rollback
+    job_cls(config, store, op, door).run()
+    return store.read(operation_id)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runtime.worker")
+    parser.add_argument("operation_id")
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args(argv)
+    try:
+        final = run(load_config(args.config), args.operation_id)
+    except ThreadlineError as exc:
+        log(f"{args.operation_id}: {exc}")
+        return 1
+    log(f"{args.operation_id}: finished in state {final.state.value}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
