@@ -245,9 +245,14 @@ class McpServer(Task):
                           timeout=CLI_TIMEOUT)
 
     def ok_message(self, facts: McpFacts, ctx: Context) -> str:
-        status = f", status: {facts.get.status}" if facts.get.status else ""
         return (f"MCP server {facts.name!r} already registered in {facts.scope} scope "
-                f"({facts.wanted.describe()}){status}")
+                f"({facts.wanted.describe()})")
+
+    def details(self, facts: McpFacts, ctx: Context) -> list[str]:
+        if not facts.get.found:
+            return [f"claude mcp get {facts.name}: not registered (cwd {facts.workdir})"]
+        return [f"claude mcp get {facts.name}: {facts.get.scope} scope, status "
+                f"{facts.get.status or 'unknown'} (cwd {facts.workdir})"]
 
     def diff(self, facts: McpFacts, actions: list[Action]) -> str:
         if not actions:

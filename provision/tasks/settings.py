@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +122,7 @@ class StopHook(Task):
         return [WriteFile(
             facts.path, content, before=facts.raw,
             mode=facts.mode if facts.mode is not None else NEW_FILE_MODE,
-            summary="; ".join([f"{message} {verb} {facts.path}", *facts.warnings]),
+            summary=f"{message} {verb} {facts.path}",
             validate=self._validator(facts.path),
         )]
 
@@ -137,13 +139,53 @@ class StopHook(Task):
     def ok_message(self, facts: SettingsFacts, ctx: Context) -> str:
         state = "already present in" if self.present else "not present in"
         where = facts.path if facts.raw is not None else f"{facts.path} (no file)"
-        return "; ".join([f"Stop hook {state} {where}", *facts.warnings])
+        return f"Stop hook {state} {where}"
+
+    def details(self, facts: SettingsFacts, ctx: Context) -> list[str]:
+        notes = list(facts.warnings)
+        if self.present and self._merge(facts)[2]:
+            notes.append("a running claude reads hooks at start: restart it (or review /hooks) "
+                         "for a newly written hook to fire")
+        return notes
 
     def diff(self, facts: SettingsFacts, actions: list[Action]) -> str:
         if not actions:
             return ""
         before, after, _, _ = self._merge(facts)
         return stop_subtree_diff(before, after, facts.path)
+
+
+class StopHookPersists(Task):
+    """Verification: our Stop hook is still in settings.json, as wanted, after a pause.
+
+    Running claude sessions rewrite settings.json from a stale copy and drop hooks
+    (anthropics/claude-code#44631, #93742); a re-read right after the write cannot see that.
+    """
+
+    name = "StopHookPersists"
+
+    def __init__(self, pause: float = 2.0, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.pause = pause
+        self.sleep = sleep
+
+    def facts(self, host: Host, ctx: Context) -> SettingsFacts:
+        self.sleep(self.pause)
+        return StopHook().facts(host, ctx)
+
+    def plan(self, facts: SettingsFacts, ctx: Context) -> list[Action]:
+        found = find_stop_hook(parse_settings(facts.raw, facts.path))
+        later = f"{self.pause:g}s after apply"
+        if found is None:
+            raise SettingsError(f"Stop hook missing from '{facts.path}' {later}: a running claude "
+                                "session probably rewrote the file; stop it and re-run apply")
+        altered = [key for key, value in facts.entry if found.get(key) != value]
+        if altered:
+            raise SettingsError(f"Stop hook in '{facts.path}' altered {later} "
+                                f"({', '.join(altered)}); re-run apply")
+        return []
+
+    def ok_message(self, facts: SettingsFacts, ctx: Context) -> str:
+        return f"Stop hook still present in {facts.path} after {self.pause:g}s"
 
 
 def _warnings(raw: bytes | None, managed: bytes | None) -> tuple[str, ...]:

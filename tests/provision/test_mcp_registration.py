@@ -188,6 +188,25 @@ def test_second_run_finds_the_same_spec_and_plans_nothing(sandbox):
 
 
 @pytest.mark.real_claude
+def test_engine_reports_would_add_in_check_mode_then_changed_then_ok(sandbox):
+    from provision.engine import run_task
+    from provision.result import Status
+
+    home, _, _, ctx, _ = sandbox
+    context = ctx()
+    context.check = True
+    checked = run_task(McpServer(), LocalHost(), context)
+    assert checked.status is Status.CHANGED
+    assert checked.message.startswith("would add MCP server 'threadline' (user scope)")
+    assert "threadline" not in _claude_json(home).get("mcpServers", {})
+    context.check = False
+    assert run_task(McpServer(), LocalHost(), context).status is Status.CHANGED
+    again = run_task(McpServer(), LocalHost(), context)
+    assert again.status is Status.OK, again.message
+    assert again.notes[0].startswith("claude mcp get threadline: user scope, status ")
+
+
+@pytest.mark.real_claude
 def test_changed_spec_is_replaced_by_remove_then_add(sandbox):
     home, _, script, ctx, _ = sandbox
     _apply(McpServer(), LocalHost(), ctx())

@@ -323,8 +323,12 @@ def test_disable_all_hooks_is_reported_as_a_warning(fake):
 
     host, ctx = fake
     host.files[SETTINGS] = dump_settings({"disableAllHooks": True})
-    _, actions, _ = _apply(StopHook(), host, ctx)
-    assert actions[0].summary.endswith("warning: disableAllHooks is true in the user settings")
+    task = StopHook()
+    notes = task.details(task.facts(host, ctx), ctx)
+    assert notes[0] == "warning: disableAllHooks is true in the user settings"
+    assert notes[1].startswith("a running claude reads hooks at start: restart it")
+    _apply(task, host, ctx)
+    assert task.details(task.facts(host, ctx), ctx) == [notes[0]]
 
 
 def test_real_file_is_replaced_atomically_keeping_its_mode_with_a_backup(tmp_path):
@@ -361,3 +365,59 @@ def test_real_file_is_replaced_atomically_keeping_its_mode_with_a_backup(tmp_pat
     assert settings.read_text().endswith("}\n")
     leftovers = [p.name for p in settings.parent.iterdir() if p.name.startswith(".settings")]
     assert leftovers == []
+
+
+# ---- through the engine, and the persistence check ----
+
+def test_engine_reports_changed_then_ok_and_check_mode_writes_nothing(fake):
+    from provision.engine import run_task
+    from provision.result import Status
+    from provision.tasks.settings import StopHook
+
+    host, ctx = fake
+    host.files[SETTINGS] = dump_settings(RICH)
+    ctx.check = True
+    checked = run_task(StopHook(), host, ctx)
+    assert checked.status is Status.CHANGED
+    assert checked.message == f"would Stop hook added to {SETTINGS}"
+    assert host.written == []
+    ctx.check = False
+    first = run_task(StopHook(), host, ctx)
+    assert (first.status, first.message) == (Status.CHANGED, f"Stop hook added to {SETTINGS}")
+    assert "+++ after: " + SETTINGS + " hooks.Stop" in first.diff
+    second = run_task(StopHook(), host, ctx)
+    assert (second.status, second.message) == (
+        Status.OK, f"Stop hook already present in {SETTINGS}")
+
+
+def test_engine_fails_a_malformed_file_with_the_one_line_reason(fake):
+    from provision.engine import run_task
+    from provision.result import Status
+    from provision.tasks.settings import StopHook
+
+    host, ctx = fake
+    host.files[SETTINGS] = b'{"a": 1, // note\n}'
+    result = run_task(StopHook(), host, ctx)
+    assert result.status is Status.FAILED
+    assert result.message == (f"settings file '{SETTINGS}' contains a comment (JSONC) at line 1 "
+                              "column 10; only strict JSON can be merged")
+    assert host.written == []
+
+
+def test_persistence_check_fails_when_a_session_rewrote_the_file_without_our_hook(fake):
+    from provision.tasks.settings import StopHook, StopHookPersists
+
+    host, ctx = fake
+    _apply(StopHook(), host, ctx)
+    pauses = []
+    check = StopHookPersists(pause=2.0, sleep=pauses.append)
+    facts = check.facts(host, ctx)
+    assert check.plan(facts, ctx) == [] and pauses == [2.0]
+    assert check.ok_message(facts, ctx) == f"Stop hook still present in {SETTINGS} after 2s"
+    host.files[SETTINGS] = dump_settings({"env": {}, "statusLine": {"type": "command"}})
+    with pytest.raises(SettingsError, match="Stop hook missing from .* 2s after apply"):
+        check.plan(check.facts(host, ctx), ctx)
+    host.files[SETTINGS] = dump_settings({"hooks": {"Stop": [{"hooks": [dict(WANTED,
+                                                                              timeout=1)]}]}})
+    with pytest.raises(SettingsError, match=r"altered 2s after apply \(timeout\)"):
+        check.plan(check.facts(host, ctx), ctx)
