@@ -26,6 +26,9 @@ Optional hooks of a task:
 - ``skip_reason(ctx) -> str | None``: a non-None reason makes the task ``skipped``.
 - ``diff(facts, actions) -> str``: a custom --diff text (default: each action's ``diff()``);
   a settings merge shows only the ``hooks.Stop`` subtree this way.
+- ``details(facts, ctx) -> list[str]``: extra lines printed under the status line.
+- ``reverify = False`` (class attribute) for tasks whose action is a one-shot command
+  (a restart) rather than a state to converge to.
 
 The engine (provision/engine.py) runs, per task: ``skip_reason`` → ``facts`` → ``plan`` →
 (unless --check) ``Action.execute(host)`` for each action → ``facts`` + ``plan`` again, and a
@@ -151,6 +154,7 @@ class Task:
     """Base of every provision task: a named resource with read-only facts and a pure plan."""
 
     name: ClassVar[str] = "Task"
+    reverify: ClassVar[bool] = True  # re-read facts after acting; False for one-shot commands
 
     def skip_reason(self, ctx: Context) -> str | None:
         """A reason to skip this task for this profile, or None to run it."""
@@ -171,3 +175,7 @@ class Task:
     def diff(self, facts: Any, actions: list[Action]) -> str:
         """The --diff text of a plan; by default each action's own diff."""
         return "".join(action.diff() for action in actions)
+
+    def details(self, facts: Any, ctx: Context) -> list[str]:
+        """Extra lines printed under the status line (e.g. launch vs resume token table)."""
+        return []

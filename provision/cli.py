@@ -1,21 +1,152 @@
-"""The ``tl-provision`` command line."""
+"""The ``tl-provision`` command line: introspect, apply, drift (accept: not in this release).
+
+Exit codes: 0 ok (drift: clean), 1 drift found, 2 failed task or error. Errors print one line
+``tl-provision: error: <msg>`` (a traceback only with ``--debug``).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 from collections.abc import Sequence
 
-USAGE = """usage: tl-provision {apply,drift,accept,introspect} HOST.yml [options]
+from provision.errors import ProvisionError
 
-  introspect HOST.yml   show how claude is really launched and the resume argv (changes nothing)
-  apply HOST.yml        install: config, Stop hook, MCP server, verification (--check, --diff)
-  drift HOST.yml        compare the machine with the last apply (exit 0 clean, 1 drift)
-  accept HOST.yml       post-install acceptance checklist (--drill, --live --confirm REBUILD)
-"""
+PROG = "tl-provision"
+
+
+def apply_tasks(restart_claude: bool = False) -> list:
+    """The ordered task list of ``apply`` (StopHook / McpServer / McpTools when installed)."""
+    from provision.manifest import Manifest
+    from provision.tasks.files import Directories, LaunchDropIn, RunnerWrapper, RuntimeConfig
+    from provision.tasks.launcher import HostFacts, LaunchCommand, RestartClaude, ResumeCommand
+    from provision.verify import Verify
+
+    tasks: list = [HostFacts(), LaunchCommand(), ResumeCommand(), Directories(), RuntimeConfig(),
+                   LaunchDropIn(), RunnerWrapper()]
+    try:
+        from provision.tasks.settings import StopHook
+
+        tasks.append(StopHook())
+    except ImportError:
+        pass
+    try:
+        from provision.tasks.mcp import McpServer, McpTools
+
+        tasks.append(McpServer())
+        tasks.append(Verify())
+        tasks.append(McpTools())
+    except ImportError:
+        tasks.append(Verify())
+    tasks += [Manifest(), RestartClaude(restart_claude)]
+    return tasks
+
+
+def introspect_tasks() -> list:
+    from provision.tasks.launcher import HostFacts, LaunchCommand, ResumeCommand
+
+    return [HostFacts(), LaunchCommand(), ResumeCommand()]
+
+
+def _host(profile):
+    from provision.host import LocalHost
+
+    if profile.connection != "local":
+        raise ProvisionError(f"connection {profile.connection!r} is not supported in this "
+                             f"release; run tl-provision on the host (connection: local)")
+    return LocalHost(profile.host)
+
+
+def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
+    from provision import engine
+    from provision.profile import load_profile
+    from provision.result import Context
+
+    profile = load_profile(args.profile)
+    ctx = Context(profile, check=check)
+
+    def show(result) -> None:
+        if not args.json:
+            print(engine.format_result(result, profile.host, getattr(args, "diff", False)),
+                  flush=True)
+
+    report = engine.run(tasks, _host(profile), ctx, on_result=show)
+    if args.json:
+        data = report.to_dict()
+        if args.command == "introspect":
+            data["launch"] = ctx.launch.to_dict() if ctx.launch else None
+            data["resume_argv"] = list(ctx.resume_argv) if ctx.resume_argv else None
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print(engine.format_recap(report))
+    return report.exit_code
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    return _run(args, apply_tasks(args.restart_claude), check=args.check)
+
+
+def cmd_introspect(args: argparse.Namespace) -> int:
+    return _run(args, introspect_tasks(), check=True)
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    from provision.drift import check_drift, findings_json
+    from provision.profile import load_profile
+
+    profile = load_profile(args.profile)
+    findings = check_drift(_host(profile), profile)
+    if args.json:
+        print(json.dumps(findings_json(findings), indent=2, ensure_ascii=False))
+    else:
+        for finding in findings:
+            print(finding.line())
+        print(f"{profile.host} : drift={len(findings)}" if findings else
+              f"{profile.host} : no drift since the last apply")
+    return 1 if findings else 0
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    raise ProvisionError("accept is not implemented in this release; run 'tl-provision drift' "
+                         "and 'tl-rebuild doctor' instead")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Threadline installer (SPEC §5).")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    specs = {
+        "introspect": (cmd_introspect, "show how claude is really launched and the resume argv"),
+        "apply": (cmd_apply, "install config, Stop hook, MCP server; verify; record manifest"),
+        "drift": (cmd_drift, "compare the machine with the last apply (exit 0 clean, 1 drift)"),
+        "accept": (cmd_accept, "post-install acceptance checklist (not in this release)"),
+    }
+    for name, (func, text) in specs.items():
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.add_argument("profile", metavar="HOST.yml")
+        cmd.add_argument("--json", action="store_true", help="JSON report on stdout")
+        cmd.set_defaults(func=func)
+        if name == "apply":
+            cmd.add_argument("--check", action="store_true", help="change nothing; say what "
+                             "would change")
+            cmd.add_argument("--diff", action="store_true", help="show unified diffs")
+            cmd.add_argument("--restart-claude", action="store_true",
+                             help="restart the live claude at the end (never implicit)")
+        if name == "accept":
+            cmd.add_argument("--drill", action="store_true")
+            cmd.add_argument("--live", action="store_true")
+            cmd.add_argument("--confirm", default="")
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print usage (the installer lands with the provision issue)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    print(USAGE, end="", file=sys.stdout if args[:1] in ([], ["-h"], ["--help"]) else sys.stderr)
-    return 0 if args[:1] in ([], ["-h"], ["--help"]) else 2
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return int(args.func(args))
+    except ProvisionError as exc:
+        if args.debug:
+            raise
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2

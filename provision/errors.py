@@ -8,6 +8,8 @@
     ├── SettingsError       settings.json is malformed / JSONC / BOM / empty / not an object
     ├── RenderError         a template failed to render or validate
     ├── McpRegistrationError  the claude CLI refused, or a same-name server sits in another scope
+    ├── VerifyError         a post-install check failed (names the check and its evidence)
+    ├── ManifestError       state_dir/provision.json is missing or unreadable (drift needs it)
     └── HostError           a command run through provision.host failed or is missing
 """
 
@@ -44,6 +46,14 @@ class RenderError(ProvisionError):
 
 class McpRegistrationError(ProvisionError):
     """The MCP server could not be registered through the claude CLI."""
+
+
+class VerifyError(ProvisionError):
+    """A post-install verification check failed."""
+
+
+class ManifestError(ProvisionError):
+    """The manifest of the last apply is missing or unreadable."""
 
 
 class HostError(ProvisionError):

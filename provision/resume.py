@@ -1,9 +1,9 @@
 """The resume argv (SPEC §4.3): the real launch argv with ``--continue``/``-c`` replaced by
 ``--resume {session_id}`` (or an existing ``--resume X`` replaced), every other token kept.
 
-When the runtime ships ``runtime/resume.py: resume_argv(launch_argv, session_id)`` (the switch
-helper's, used by ``tl-launch``), this module delegates to it so both halves agree; otherwise
-the provision-side rule below is used. ``token_table`` shows launch vs resume token by token.
+``runtime/resume.py: resume_argv(launch_argv, session_id)`` (used by ``tl-launch``) is the
+rule; this module delegates to it so both halves agree (the local rule below is only the
+fallback for an installation without it). ``token_table`` shows launch vs resume token by token.
 """
 
 from __future__ import annotations
@@ -46,16 +46,28 @@ def _local_resume_argv(launch_argv: Sequence[str], session_id: str) -> tuple[str
     return tuple([argv[0], "--resume", session_id] + argv[1:])
 
 
+_PLACEHOLDER = "tlprovisionsessionplaceholder0"
+
+
 def resume_argv(launch_argv: Sequence[str], session_id: str = SESSION_TOKEN) -> tuple[str, ...]:
-    """The resume argv for ``launch_argv`` (``{session_id}`` placeholder by default)."""
+    """The resume argv for ``launch_argv`` (``{session_id}`` placeholder by default).
+
+    Delegates to ``runtime.resume.resume_argv`` (the rule tl-launch applies at start) with a
+    placeholder id, so provision and runtime cannot disagree on the rule.
+    """
     try:
-        from runtime.resume import resume_argv as runtime_resume_argv  # type: ignore[import-not-found]
+        from runtime.resume import resume_argv as runtime_resume_argv
     except ImportError:
         return _local_resume_argv(launch_argv, session_id)
+    for token in list(launch_argv)[1:]:
+        name = token.split("=", 1)[0]
+        if name in REFUSED:
+            raise ResumeError(f"launch argv holds {name!r}, which changes what resume means")
     try:
-        return tuple(runtime_resume_argv(list(launch_argv), session_id))
-    except Exception as exc:  # the runtime's own error tree; translated at this boundary
+        argv = runtime_resume_argv(list(launch_argv), _PLACEHOLDER)
+    except Exception as exc:  # runtime's ConfigError tree, translated at this boundary
         raise ResumeError(f"cannot compute the resume argv: {exc}") from exc
+    return tuple(session_id if token == _PLACEHOLDER else token for token in argv)
 
 
 def token_table(launch: Sequence[str], resume: Sequence[str]) -> list[str]:

@@ -1,0 +1,136 @@
+"""``tl-provision drift``: re-read the facts and compare them with the last apply's manifest.
+
+Each finding says what drifted, before (manifest) → after (now). The headline check is
+**resume argv stale**: the resume argv recomputed from today's launch command differs from the
+one installed. Exit 0 clean, 1 drift; a missing manifest or invalid profile is an error (2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from dataclasses import asdict, dataclass
+
+from provision.errors import IntrospectError, McpRegistrationError, ProvisionError, SettingsError
+from provision.host import Host
+from provision.introspect import Launch, introspect
+from provision.manifest import Recorded, load_manifest
+from provision.profile import Profile
+from provision.result import Context
+from provision.resume import resume_argv
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One drift: the check's name, the recorded value and the value found now."""
+
+    check: str
+    before: str
+    after: str
+
+    def line(self) -> str:
+        return f"DRIFT {self.check}: {self.before} → {self.after}"
+
+
+def _join(argv: tuple[str, ...] | list[str]) -> str:
+    return shlex.join(argv)
+
+
+def check_drift(host: Host, profile: Profile) -> list[Finding]:
+    """Every finding, headline (resume argv stale) first."""
+    recorded = load_manifest(host, profile)
+    ctx = Context(profile, check=True)
+    findings: list[Finding] = []
+    try:
+        launch: Launch | None = introspect(host, profile)
+    except IntrospectError as exc:
+        launch = None
+        findings.append(Finding("launch command (live argv vs configured)",
+                                _join(recorded.launch_argv), str(exc)))
+    if launch is not None:
+        ctx.launch = launch
+        findings.extend(_launch_findings(host, recorded, launch))
+    findings.extend(_task_findings(host, ctx, recorded))
+    findings.extend(_file_findings(host, recorded))
+    store = host.stat(recorded.session_store)
+    if store is None or not store.is_dir:
+        findings.append(Finding("session store missing", recorded.session_store, "absent"))
+    return findings
+
+
+def _launch_findings(host: Host, recorded: Recorded, launch: Launch) -> list[Finding]:
+    from provision.tasks.launcher import claude_version
+
+    found = []
+    try:
+        resume = resume_argv(launch.argv)
+    except ProvisionError as exc:
+        resume = None
+        found.append(Finding("resume argv stale", _join(recorded.resume_argv), str(exc)))
+    if resume is not None and resume != recorded.resume_argv:
+        found.append(Finding("resume argv stale", _join(recorded.resume_argv), _join(resume)))
+        found.append(Finding(f"launch argv changed ({launch.source})",
+                             _join(recorded.launch_argv), _join(launch.argv)))
+    if launch.channel_flags != recorded.channel_flags:
+        found.append(Finding("live channel flags changed", _join(recorded.channel_flags),
+                             _join(launch.channel_flags)))
+    if launch.need_daemon_reload:
+        found.append(Finding("unit needs daemon-reload", "NeedDaemonReload=no",
+                             "NeedDaemonReload=yes"))
+    if launch.argv[0] != recorded.binary:
+        found.append(Finding("claude binary changed", recorded.binary, launch.argv[0]))
+    else:
+        version = claude_version(host, launch.argv[0])
+        if version != recorded.binary_version:
+            found.append(Finding("claude version changed", recorded.binary_version, version))
+    return found
+
+
+def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:
+    found = []
+    try:
+        from provision.settings import find_stop_hook, parse_settings
+        from provision.tasks.settings import StopHook
+    except ImportError:
+        StopHook = None  # noqa: N806 - the task is optional in this release
+    if StopHook is not None and recorded.hook_command is not None:
+        path = ctx.profile.claude.settings_path
+        try:
+            facts = StopHook().facts(host, ctx)
+            if StopHook().plan(facts, ctx):
+                current = find_stop_hook(parse_settings(facts.raw, path))
+                after = "absent" if current is None else str(current.get("command"))
+                found.append(Finding(f"Stop hook missing or altered in {path}",
+                                     recorded.hook_command, after))
+        except SettingsError as exc:
+            found.append(Finding("settings.json invalid", path, str(exc)))
+    try:
+        from provision.tasks.mcp import McpServer
+    except ImportError:
+        McpServer = None  # noqa: N806 - the task is optional in this release
+    if McpServer is not None and recorded.mcp is not None:
+        try:
+            facts = McpServer().facts(host, ctx)
+            if McpServer().plan(facts, ctx):
+                current = facts.in_scope(facts.scope)
+                found.append(Finding(f"MCP server {facts.name!r} missing or changed",
+                                     recorded.mcp, current.describe() if current else "absent"))
+        except McpRegistrationError as exc:
+            found.append(Finding("MCP server shadowed", recorded.mcp, str(exc)))
+    return found
+
+
+def _file_findings(host: Host, recorded: Recorded) -> list[Finding]:
+    found = []
+    for path, digest in recorded.files:
+        data = host.read_bytes(path)
+        now = "absent" if data is None else hashlib.sha256(data).hexdigest()
+        if now != digest:
+            found.append(Finding(f"managed file edited: {path}", f"sha256 {digest[:12]}…",
+                                 now if data is None else f"sha256 {now[:12]}…"))
+    return found
+
+
+def findings_json(findings: list[Finding]) -> dict[str, object]:
+    return {"drift": bool(findings), "findings": [asdict(f) for f in findings],
+            "exit_code": 1 if findings else 0}

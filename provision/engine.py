@@ -1,0 +1,88 @@
+"""Runs tasks in order: skip? → facts → plan → execute (unless --check) → re-read and verify.
+
+Statuses follow Ansible: an empty plan is ``ok`` (the message says what was found), a
+non-empty plan is ``changed`` (under --check: "would ..."), a ProvisionError is ``failed``,
+a skip reason is ``skipped``. The recap counts them; the exit code is 0, or 2 when a task
+failed. Check and diff modes live here only; tasks never see them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from provision.actions import Action, Task
+from provision.errors import ProvisionError
+from provision.host import Host
+from provision.result import Context, Report, Status, TaskResult
+
+Callback = Callable[[TaskResult], None]
+
+
+def run_task(task: Task, host: Host, ctx: Context) -> TaskResult:
+    """One task through the whole cycle; never raises for a ProvisionError."""
+    reason = task.skip_reason(ctx)
+    if reason is not None:
+        return TaskResult(task.name, Status.SKIPPED, reason)
+    try:
+        facts = task.facts(host, ctx)
+        ctx.facts[task.name] = facts
+        actions = task.plan(facts, ctx)
+        details = tuple(task.details(facts, ctx))
+        if not actions:
+            return TaskResult(task.name, Status.OK, task.ok_message(facts, ctx), notes=details)
+        diff = task.diff(facts, actions)
+        summaries = tuple(_summary(a) for a in actions)
+        if ctx.check:
+            return TaskResult(task.name, Status.CHANGED, "would " + "; would ".join(summaries),
+                              diff, details, summaries)
+        notes = [note for a in actions if (note := a.execute(host))]
+        if task.reverify:
+            facts = task.facts(host, ctx)
+            ctx.facts[task.name] = facts
+            still = task.plan(facts, ctx)
+            if still:
+                return TaskResult(task.name, Status.FAILED, "still differs after apply: "
+                                  + "; ".join(_summary(a) for a in still), diff,
+                                  details, summaries)
+        return TaskResult(task.name, Status.CHANGED, "; ".join(summaries), diff,
+                          (*details, *notes), summaries)
+    except ProvisionError as exc:
+        return TaskResult(task.name, Status.FAILED, str(exc))
+    except Exception as exc:  # a bug must not hide the later tasks' results
+        return TaskResult(task.name, Status.FAILED,
+                          f"unexpected {type(exc).__name__} (a bug in {task.name}): {exc}")
+
+
+def _summary(action: Action) -> str:
+    return action.summary or type(action).__name__
+
+
+def run(tasks: Sequence[Task], host: Host, ctx: Context,
+        on_result: Callback | None = None) -> Report:
+    """Run ``tasks`` in order and return the report (``on_result`` sees each line as it ends)."""
+    results = []
+    for task in tasks:
+        result = run_task(task, host, ctx)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return Report(ctx.host, tuple(results), ctx.check)
+
+
+def format_result(result: TaskResult, host: str, show_diff: bool) -> str:
+    """``ok: [host] Task — message`` plus detail lines and, with --diff, the diff."""
+    lines = [f"{result.status.value}: [{host}] {result.task} — {result.message}"]
+    lines.extend(f"    {line}" for line in result.notes)
+    if show_diff and result.diff:
+        lines.append(result.diff.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def format_recap(report: Report) -> str:
+    title = "PLAY RECAP (check mode) " if report.check else "PLAY RECAP "
+    return f"{title:*<60}\n{report.recap()}"
+
+
+def report_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False)

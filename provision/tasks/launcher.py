@@ -1,0 +1,173 @@
+"""Tasks about the claude process itself (SPEC §5.2 steps 2–4, and ``--restart-claude``).
+
+``HostFacts`` checks the tools the door needs; ``LaunchCommand`` introspects the real launch
+command (and publishes it as ``ctx.launch``); ``ResumeCommand`` computes the resume argv from it
+(``ctx.resume_argv``) and shows both token by token; ``RestartClaude`` restarts the live claude
+only when the operator asked for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from provision.actions import Action, RunCommand, Task
+from provision.errors import FactError, HostError, IntrospectError
+from provision.introspect import Launch, introspect
+from provision.resume import resume_argv, token_table
+
+if TYPE_CHECKING:
+    from provision.host import Host
+    from provision.result import Context
+
+
+@dataclass(frozen=True)
+class ToolFacts:
+    """Versions of the tools the door needs, as the host reported them."""
+
+    tools: tuple[tuple[str, str], ...]
+
+
+class HostFacts(Task):
+    """The tools the profile's door needs exist on the host (read-only)."""
+
+    name = "HostFacts"
+
+    def facts(self, host: Host, ctx: Context) -> ToolFacts:
+        kind = ctx.profile.door.kind
+        probes = {"tmux": ["tmux", "-V"], "systemd": ["systemctl", "--version"]}
+        needed = [probes[kind]] if kind in probes else []
+        if kind == "tmux" and ctx.profile.door.tmux_unit:
+            needed.append(probes["systemd"])
+        found = []
+        for argv in needed:
+            try:
+                result = host.run(argv, timeout=10)
+            except HostError as exc:
+                raise FactError(f"{argv[0]} is required for the {kind} door: {exc}") from exc
+            found.append((argv[0], (result.stdout.strip().splitlines() or ["?"])[0]))
+        return ToolFacts(tuple(found))
+
+    def plan(self, facts: ToolFacts, ctx: Context) -> list[Action]:
+        return []
+
+    def ok_message(self, facts: ToolFacts, ctx: Context) -> str:
+        tools = ", ".join(f"{name}: {version}" for name, version in facts.tools) or "none needed"
+        return f"door {ctx.profile.door.kind}; {tools}"
+
+
+@dataclass(frozen=True)
+class LaunchFacts:
+    """The introspected launch and the version its claude binary reports."""
+
+    launch: Launch
+    binary_version: str
+
+
+class LaunchCommand(Task):
+    """The real launch command of claude, corroborated by the live process."""
+
+    name = "LaunchCommand"
+
+    def facts(self, host: Host, ctx: Context) -> LaunchFacts:
+        launch = introspect(host, ctx.profile)
+        ctx.launch = launch
+        return LaunchFacts(launch, claude_version(host, launch.argv[0]))
+
+    def plan(self, facts: LaunchFacts, ctx: Context) -> list[Action]:
+        expected = ctx.profile.channels_expected
+        if expected:
+            present = set(facts.launch.channel_flags)
+            missing = [channel for channel in expected if channel not in present]
+            if missing:
+                raise IntrospectError(f"expected channels {missing!r} are not in the live claude "
+                                      f"argv: {shlex.join(facts.launch.channel_flags)!r}")
+        return []
+
+    def ok_message(self, facts: LaunchFacts, ctx: Context) -> str:
+        launch = facts.launch
+        live = f"live pid {launch.live.pid} agrees" if launch.live else "no live process seen"
+        return (f"{launch.source} ({live}): {shlex.join(launch.argv)} "
+                f"[cwd {launch.workdir}, claude {facts.binary_version}]")
+
+    def details(self, facts: LaunchFacts, ctx: Context) -> list[str]:
+        return [f"evidence: {line}" for line in facts.launch.evidence]
+
+
+def claude_version(host: Host, binary: str) -> str:
+    """First line of ``BINARY --version``, or why it could not be read (never fatal)."""
+    try:
+        result = host.run([binary, "--version"], timeout=20)
+    except HostError as exc:
+        return f"unknown ({exc})"
+    lines = (result.stdout or result.stderr).strip().splitlines()
+    return lines[0] if result.ok and lines else f"unknown (rc={result.rc})"
+
+
+@dataclass(frozen=True)
+class ResumeFacts:
+    launch_argv: tuple[str, ...]
+    resume_argv: tuple[str, ...]
+
+
+class ResumeCommand(Task):
+    """The resume argv computed from the launch argv (the one input of every switch)."""
+
+    name = "ResumeCommand"
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        return None if ctx.launch else "no launch argv (LaunchCommand did not succeed)"
+
+    def facts(self, host: Host, ctx: Context) -> ResumeFacts:
+        assert ctx.launch is not None
+        resume = resume_argv(ctx.launch.argv)
+        ctx.resume_argv = resume
+        return ResumeFacts(ctx.launch.argv, resume)
+
+    def plan(self, facts: ResumeFacts, ctx: Context) -> list[Action]:
+        return []
+
+    def ok_message(self, facts: ResumeFacts, ctx: Context) -> str:
+        return f"resume argv: {shlex.join(facts.resume_argv)}"
+
+    def details(self, facts: ResumeFacts, ctx: Context) -> list[str]:
+        return [f"{'':2}{'launch':<48} resume", *token_table(facts.launch_argv, facts.resume_argv)]
+
+
+class RestartClaude(Task):
+    """Restart the live claude so it reads the new hook (only with ``--restart-claude``)."""
+
+    name = "RestartClaude"
+    reverify = False
+
+    def __init__(self, requested: bool = False) -> None:
+        self.requested = requested
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        if not self.requested:
+            return "not requested (pass --restart-claude; a running claude reads hooks at start)"
+        return None if ctx.launch else "no launch argv (LaunchCommand did not succeed)"
+
+    def facts(self, host: Host, ctx: Context) -> Launch:
+        assert ctx.launch is not None
+        return ctx.launch
+
+    def plan(self, facts: Launch, ctx: Context) -> list[Action]:
+        door = ctx.profile.door
+        if door.kind == "tmux":
+            base = ["tmux", "-L", door.tmux_socket_name] if door.tmux_socket_name else ["tmux"]
+            command = f"cd {shlex.quote(facts.workdir or '/')} && exec {shlex.join(facts.argv)}"
+            return [RunCommand((*base, "respawn-pane", "-k", "-t", door.tmux_target or "",
+                                command),
+                               summary=f"restart claude in tmux pane {door.tmux_target} with its "
+                                       f"launch argv (--restart-claude)")]
+        if door.kind == "systemd":
+            return [RunCommand(("systemctl", "restart", door.systemd_unit or ""),
+                               summary=f"restart unit {door.systemd_unit} (--restart-claude)")]
+        return []
+
+    def ok_message(self, facts: Launch, ctx: Context) -> str:
+        runner = os.path.basename(ctx.profile.door.pointer_runner or "runner")
+        return f"pointer door: nothing to restart; {runner}'s next call starts a new claude"

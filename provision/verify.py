@@ -1,0 +1,124 @@
+"""Step 9 of apply: read-only checks that a switch would work, each with its evidence.
+
+- the resume argv's program is an executable file, and the workdir exists;
+- the config's ``project_dir`` is the encoded workdir (runtime.paths.encode_project_dir) and
+  that session store exists (a wrong one fails only after the old process is gone);
+- every channel flag of the live process is in the resume argv (the deaf process, SPEC §6);
+- every ``server:NAME`` development channel is a registered MCP server (``claude mcp get``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from provision.actions import Action, Task
+from provision.errors import HostError, VerifyError
+from provision.introspect import CHANNEL_OPTIONS, channel_flags
+from provision.tasks.files import project_dir
+
+if TYPE_CHECKING:
+    from provision.host import Host
+    from provision.result import Context
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification: name, passed or not, and the evidence either way."""
+
+    name: str
+    passed: bool
+    evidence: str
+
+
+def missing_channel_flags(live_argv: tuple[str, ...], resume: tuple[str, ...]) -> list[str]:
+    """Channel flag values of the live argv that the resume argv does not carry."""
+    wanted = _pairs(channel_flags(live_argv))
+    have = set(_pairs(channel_flags(resume)))
+    return [f"{option} {value}" for option, value in wanted if (option, value) not in have]
+
+
+def _pairs(flags: tuple[str, ...]) -> list[tuple[str, str]]:
+    pairs, option = [], ""
+    for token in flags:
+        name, eq, value = token.partition("=")
+        if name in CHANNEL_OPTIONS:
+            option = name
+            if eq:
+                pairs.append((option, value))
+        else:
+            pairs.append((option, token))
+    return pairs
+
+
+def dev_channel_servers(argv: tuple[str, ...]) -> list[str]:
+    """``NAME`` of every ``server:NAME`` development channel in ``argv``."""
+    return [value.split(":", 1)[1] for option, value in _pairs(channel_flags(argv))
+            if option == "--dangerously-load-development-channels" and value.startswith("server:")]
+
+
+def mcp_registered(host: Host, ctx: Context, name: str, workdir: str) -> Check:
+    """``claude mcp get NAME`` run as the claude user with its HOME, in the workdir."""
+    profile = ctx.profile
+    claude = profile.claude.binary or host.which("claude")
+    if claude is None:
+        return Check(f"channel server:{name} registered", False, "claude CLI not found")
+    prefix = ["env"] + ([] if profile.claude.config_dir else ["-u", "CLAUDE_CONFIG_DIR"])
+    prefix += [f"{k}={v}" for k, v in profile.claude.env.items()]
+    try:
+        result = host.run([*prefix, claude, "mcp", "get", name], cwd=workdir, timeout=60)
+    except HostError as exc:
+        return Check(f"channel server:{name} registered", False, str(exc))
+    scope = next((line.strip() for line in result.stdout.splitlines()
+                  if line.strip().lower().startswith("scope")), f"rc={result.rc}")
+    return Check(f"channel server:{name} registered", result.ok, scope)
+
+
+def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
+    launch, resume = ctx.launch, ctx.resume_argv
+    assert launch is not None and resume is not None and launch.workdir is not None
+    checks = []
+    st = host.stat(resume[0])
+    checks.append(Check("resume argv[0] executable", bool(st and st.executable and not st.is_dir),
+                        resume[0]))
+    wd = host.stat(launch.workdir)
+    checks.append(Check("workdir exists", bool(wd and wd.is_dir), launch.workdir))
+    store = project_dir(ctx.profile, launch.workdir)
+    found = host.stat(store)
+    checks.append(Check("session store exists (project_dir = encoded workdir)",
+                        bool(found and found.is_dir), store))
+    live = launch.live.argv if launch.live else launch.argv
+    missing = missing_channel_flags(live, resume)
+    checks.append(Check("every live channel flag in the resume argv", not missing,
+                        "missing: " + ", ".join(missing) if missing else
+                        " ".join(channel_flags(live)) or "no channel flags"))
+    for name in dev_channel_servers(live):
+        checks.append(mcp_registered(host, ctx, name, launch.workdir))
+    return tuple(checks)
+
+
+class Verify(Task):
+    """The switch prerequisites hold (read-only; any failed check fails the task)."""
+
+    name = "Verify"
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        if ctx.launch is None or ctx.resume_argv is None:
+            return "no launch/resume argv (LaunchCommand or ResumeCommand did not succeed)"
+        return None
+
+    def facts(self, host: Host, ctx: Context) -> tuple[Check, ...]:
+        return run_checks(host, ctx)
+
+    def plan(self, facts: tuple[Check, ...], ctx: Context) -> list[Action]:
+        failed = [c for c in facts if not c.passed]
+        if failed:
+            raise VerifyError("verification failed: " + "; ".join(
+                f"{c.name} ({c.evidence})" for c in failed))
+        return []
+
+    def ok_message(self, facts: tuple[Check, ...], ctx: Context) -> str:
+        return f"{len(facts)} checks passed"
+
+    def details(self, facts: tuple[Check, ...], ctx: Context) -> list[str]:
+        return [f"{'pass' if c.passed else 'FAIL'}: {c.name} — {c.evidence}" for c in facts]
