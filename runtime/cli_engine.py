@@ -1,15 +1,208 @@
-"""Sub-commands plan, dirty and fork (placeholder until the engine lands)."""
+"""Sub-commands ``plan``, ``dirty`` and ``fork``: the read-only engine and a hand fork.
+
+None of them switches anything. ``fork`` writes a verified candidate session file next to
+the source (or into ``--into``) and prints its id; the source is only ever read.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 from typing import Any
+
+from runtime.errors import BlockedError, NothingToCarryError, VerificationError
+
+PROGRESS_MIN_BYTES = 50 * 1024 * 1024
 
 
 def register(sub: Any) -> None:
     """Add the engine's sub-commands to ``sub``."""
-    del sub
+    plan = sub.add_parser("plan", help="what a rebuild would carry (read-only)")
+    _common(plan, required=False)
+    plan.set_defaults(func=run_plan)
+    dirty = sub.add_parser("dirty", help="runtime noise in the transcript, by category")
+    _common(dirty, required=False)
+    dirty.set_defaults(func=run_dirty)
+    fork = sub.add_parser("fork", help="write the candidate as a new session file (no switch)")
+    _common(fork, required=True)
+    fork.add_argument("--into", metavar="DIR", help="folder for the new session file")
+    fork.set_defaults(func=run_fork)
 
 
-def _unused(args: argparse.Namespace) -> int:  # pragma: no cover
+def _common(parser: argparse.ArgumentParser, required: bool) -> None:
+    where = "" if required else " (default: newest in the config's project_dir)"
+    parser.add_argument("--transcript", metavar="P", required=required, help="transcript" + where)
+    parser.add_argument("--config", metavar="C", help="runtime config (else $THREADLINE_CONFIG)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from runtime.config import config_path_from, load_config
+
+    return load_config(config_path_from(args.config))
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from runtime.report import plan_report
+
+    config = _config(args)
+    report = plan_report(args.transcript, config, progress=_progress_for(args.transcript))
+    if args.json:
+        _emit_json(report)
+    else:
+        _print_plan(report)
     return 0
+
+
+def run_dirty(args: argparse.Namespace) -> int:
+    from runtime.report import dirty_report
+
+    config = _config(args)
+    report = dirty_report(args.transcript, config, progress=_progress_for(args.transcript))
+    if args.json:
+        _emit_json(report)
+    else:
+        _print_rows(_dirty_rows(report))
+    return 0
+
+
+def run_fork(args: argparse.Namespace) -> int:
+    from runtime import candidate, proc
+    from runtime.transcript import resolve_transcript
+    from runtime.verify import verify_candidate
+
+    config = _config(args)
+    source = resolve_transcript(args.transcript, config)
+    built = candidate.build(source, config, progress=_progress_for(args.transcript))
+    if built.empty_reason is not None:
+        raise NothingToCarryError(f"nothing to carry from {str(source)!r}: {built.empty_reason}")
+    if built.blocked_reason is not None:
+        raise BlockedError(f"fork of {str(source)!r} refused: {built.blocked_reason}")
+    directory = Path(args.into).expanduser() if args.into else source.parent
+    path = candidate.write(built, directory)
+    try:
+        checked = verify_candidate(path, built)
+    except VerificationError:
+        proc.remove(path)
+        raise
+    result = {
+        "new_session_id": built.new_session_id,
+        "candidate_path": str(path),
+        "source": str(source),
+        "stats": built.stats(),
+        "verify": checked.as_dict(),
+        "resume": f"claude --resume {built.new_session_id}",
+    }
+    if args.json:
+        _emit_json(result)
+    else:
+        stats = result["stats"]
+        _print_rows(
+            [
+                ("new_session_id", built.new_session_id),
+                ("candidate_path", str(path)),
+                ("turns carried", f"{stats['turns']['selected']} of {stats['turns']['source']}"),
+                ("items", stats["items"]),
+                ("verified", ", ".join(checked.checks)),
+                ("resume", f"cd <workdir> && {result['resume']}"),
+            ]
+        )
+    return 0
+
+
+def _emit_json(obj: Any) -> None:
+    from runtime.output import emit_json
+
+    emit_json(obj)
+
+
+def _print_rows(rows: list[tuple[str, Any]]) -> None:
+    from runtime.output import table
+
+    table(rows)
+
+
+def _print_plan(report: dict[str, Any]) -> None:
+    turns = report["turns"]
+    speech = report["speech"]
+    tokens = report["tokens"]
+    rows: list[tuple[str, Any]] = [
+        ("transcript", report["transcript"]),
+        ("turns", f"{turns['selected']} of {turns['source']} carried"),
+        (
+            "open tail",
+            f"{'yes' if turns['open_tail'] else 'no'}"
+            f"{' (excluded)' if turns['excluded_open_tail'] else ''}",
+        ),
+        ("dropped oldest turns", turns["dropped_oldest_turns"]),
+        ("items", report["items"]),
+    ]
+    for kind, count in speech["source"].items():
+        rows.append((f"speech {kind}", f"{speech['candidate'][kind]} of {count} carried"))
+    snapshot = report["startup_snapshot"]
+    rows += [
+        (
+            "slash commands",
+            "{carried} carried, {local_dropped} local dropped".format(**report["slash_commands"]),
+        ),
+        ("token estimate", tokens["estimate"]),
+        ("startup snapshot", snapshot.get("sha256", "no") if snapshot["present"] else "no"),
+        (
+            "compaction summaries",
+            "{summaries} seen, {carried} carried".format(**report["compaction"]),
+        ),
+        ("poison hits", f"{report['poison']['hits']} (threshold {report['poison']['threshold']})"),
+        ("timestamps replaced", report["timestamps_replaced"]),
+        ("malformed lines", report["malformed"]["lines"]),
+        ("ignored types", _counts(report["ignored"]["types"])),
+        ("blocked", report["blocked_reason"] or "no"),
+        ("nothing to carry", report["nothing_to_carry"] or "no"),
+    ]
+    if "estimate_with_overhead" in tokens:
+        rows.append(("estimate + fixed overhead", tokens["estimate_with_overhead"]))
+    rows += [(f"dirty {k}", v) for k, v in _dirty_rows(report["dirty"]) if k != "transcript"]
+    _print_rows(rows)
+
+
+def _dirty_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    if "transcript" in report:
+        rows.append(("transcript", report["transcript"]))
+    rows += [(name, nbytes) for name, nbytes in report["categories"].items()]
+    rows += [
+        ("other by type", _counts(report["other_by_type"])),
+        ("noise_bytes", report["noise_bytes"]),
+        ("conversation_bytes", report["conversation_bytes"]),
+        ("noise_ratio", report["noise_ratio"]),
+        ("image_seen", report["image_seen"]),
+        ("should_rebuild", report["should_rebuild"]),
+        ("reasons", "; ".join(report["reasons"]) or "-"),
+    ]
+    return rows
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in counts.items()) or "-"
+
+
+def _progress_for(transcript: str | None) -> Any:
+    """A stderr progress printer for big files on a terminal, else None."""
+    if not sys.stderr.isatty() or transcript is None:
+        return None
+    try:
+        size = os.path.getsize(transcript)
+    except OSError:
+        return None
+    if size <= PROGRESS_MIN_BYTES:
+        return None
+    name = Path(transcript).name
+
+    def show(done: int, total: int) -> None:
+        percent = 100 * done // total if total else 100
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\rtl-rebuild: reading {name} {percent:3d}%{end}")
+        sys.stderr.flush()
+
+    return show

@@ -1,0 +1,403 @@
+"""The candidate session (SPEC §3.5–§3.7): what a rebuild carries, built in one read.
+
+``build`` reads the source once, groups speech into turns, applies the open-tail, carry-cap
+and poison rules, and lays out the new session's items: only ``user``/``assistant`` events,
+a fresh ``sessionId``, deterministic item ids, a linear parent chain, text verbatim (a turn's
+time stamp is a separate leading block). ``write`` puts it on disk atomically, mode 0600.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runtime import proc
+from runtime.config import Config
+from runtime.dirty import Ledger
+from runtime.errors import BlockedError, NothingToCarryError
+from runtime.speech import SPEECH_KINDS, Utterance
+from runtime.tokens import estimate_tokens, poison_hits
+from runtime.transcript import Progress, ReadStats, scan
+from runtime.turns import CompactSummary, Turn, TurnBuilder
+
+NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
+FALLBACK_VERSION = "2.1.328"
+EPOCH = "1970-01-01T00:00:00.000Z"
+SUMMARY_MARK = "[compaction summary, carried because the turns it summarises are not all here]"
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One candidate item: where its text came from and the digests that must agree."""
+
+    position: int
+    role: str
+    kind: str
+    item_id: str
+    source_uuid: str
+    source_timestamp: Any
+    turn: int | None
+    source_sha256: str
+    candidate_sha256: str
+    stamp: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Build:
+    """Everything one read of a transcript says about rebuilding it."""
+
+    source: Path
+    new_session_id: str
+    turns: tuple[Turn, ...]
+    selected: tuple[int, ...]
+    items: tuple[dict[str, Any], ...]
+    manifest: tuple[ManifestEntry, ...]
+    read: ReadStats
+    ledger: Ledger
+    counts: dict[str, dict[str, int]]
+    details: dict[str, Any]
+    blocked_reason: str | None
+    empty_reason: str | None
+
+    def stats(self) -> dict[str, Any]:
+        """The build as plain JSON-able data (no conversation text)."""
+        return {
+            "source": str(self.source),
+            "new_session_id": self.new_session_id,
+            "items": len(self.items),
+            **self.details,
+            "speech": self.counts,
+            "read": self.read.as_dict(),
+            "blocked_reason": self.blocked_reason,
+            "nothing_to_carry": self.empty_reason,
+        }
+
+
+def build(
+    source: Path,
+    config: Config,
+    *,
+    new_session_id: str | None = None,
+    progress: Progress | None = None,
+) -> Build:
+    """Read ``source`` once and lay out the candidate session (nothing is written)."""
+    knobs = config.rebuild
+    sink = TurnBuilder()
+    read, ledger = scan(Path(source), knobs, sink, progress)
+    turns = sink.finish()
+    session = new_session_id or str(uuid.uuid4())
+    stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
+    turn_tokens = [
+        _turn_tokens(turn, stamp, config) for turn, stamp in zip(turns, stamps, strict=True)
+    ]
+    keep = list(range(len(turns)))
+    excluded_tail = 0
+    if keep and turns[-1].open and not knobs.include_open_tail:
+        keep.pop()
+        excluded_tail = 1
+    fixed = estimate_tokens(sink.startup.text, knobs) if sink.startup else 0.0
+    keep, dropped, summaries, total, blocked = _apply_cap(
+        keep, turn_tokens, sink.summaries, fixed, config
+    )
+    hits = poison_hits(
+        [u.text for t in turns[-knobs.poison_window_turns :] for u in t.items], knobs
+    )
+    if blocked is None and hits >= knobs.poison_threshold:
+        blocked = (
+            f"poison check: {hits} hit(s) in the last {knobs.poison_window_turns} turn(s) "
+            f">= poison_threshold {knobs.poison_threshold}; rebuild from durable memory instead"
+        )
+    layout = _Layout(session)
+    if sink.startup is not None:
+        layout.add(sink.startup, None, None)
+    summary_queue = list(summaries)
+    for index in keep:
+        while summary_queue and summary_queue[0].anchor <= index:
+            layout.add(summary_queue.pop(0).utterance, SUMMARY_MARK, None)
+        first_human = True
+        for utt in turns[index].items:
+            stamp = None
+            if utt.role == "user" and first_human:
+                stamp, first_human = stamps[index], False
+            layout.add(utt, stamp, index)
+    for summary in summary_queue:
+        layout.add(summary.utterance, SUMMARY_MARK, None)
+    items, manifest = layout.finish()
+    counts = _counts(sink, turns, keep, read)
+    details = {
+        "turns": {
+            "source": len(turns),
+            "selected": len(keep),
+            "open_tail": bool(turns and turns[-1].open),
+            "excluded_open_tail": excluded_tail,
+            "dropped_oldest_turns": dropped,
+        },
+        "slash_commands": {
+            "carried": sink.counts["slash"],
+            "local_dropped": sink.slash_local,
+            "unanswered_dropped": sink.slash_unanswered,
+        },
+        "tokens": _token_report(total, config),
+        "startup_snapshot": _snapshot_report(sink.startup),
+        "compaction": {"summaries": len(sink.summaries), "carried": len(summaries)},
+        "poison": {
+            "hits": hits,
+            "window_turns": knobs.poison_window_turns,
+            "threshold": knobs.poison_threshold,
+            "blocked": hits >= knobs.poison_threshold,
+        },
+        "timestamps_replaced": layout.timestamps_replaced,
+        "versions_filled": layout.versions_filled,
+    }
+    return Build(
+        source=Path(source),
+        new_session_id=session,
+        turns=tuple(turns),
+        selected=tuple(keep),
+        items=tuple(items),
+        manifest=tuple(manifest),
+        read=read,
+        ledger=ledger,
+        counts=counts,
+        details=details,
+        blocked_reason=blocked,
+        empty_reason=_empty_reason(read, turns, keep, items),
+    )
+
+
+def write(build: Build, directory: Path) -> Path:
+    """Write the candidate as ``<directory>/<new_session_id>.jsonl`` (atomic, 0600)."""
+    if build.empty_reason is not None:
+        raise NothingToCarryError(
+            f"nothing to carry from {str(build.source)!r}: {build.empty_reason}"
+        )
+    if build.blocked_reason is not None:
+        raise BlockedError(f"rebuild of {str(build.source)!r} is blocked: {build.blocked_reason}")
+    target = Path(directory) / f"{build.new_session_id}.jsonl"
+    data = b"".join(orjson.dumps(item) + b"\n" for item in build.items)
+    proc.atomic_write(target, data, mode=0o600)
+    return target
+
+
+def _turn_stamp(turn: Turn) -> str | None:
+    for utt in turn.items:
+        if utt.role == "user" and utt.timestamp:
+            moment = datetime.fromisoformat(utt.timestamp).astimezone(UTC)
+            return moment.strftime("[%Y-%m-%d %H:%M UTC]")
+    return None
+
+
+def _turn_tokens(turn: Turn, stamp: str | None, config: Config) -> float:
+    total = sum(estimate_tokens(u.text, config.rebuild) for u in turn.items)
+    return total + (estimate_tokens(stamp, config.rebuild) if stamp else 0.0)
+
+
+def _apply_cap(
+    keep: list[int],
+    turn_tokens: list[float],
+    summaries: list[CompactSummary],
+    fixed: float,
+    config: Config,
+) -> tuple[list[int], int, list[CompactSummary], float, str | None]:
+    """Drop whole oldest turns (or block) until the estimate fits ``carry_max_tokens``."""
+    knobs = config.rebuild
+    cap = knobs.carry_max_tokens
+    summary_tokens = [estimate_tokens(s.utterance.text + SUMMARY_MARK, knobs) for s in summaries]
+
+    def carried(start: int) -> list[int]:
+        first = keep[start] if start < len(keep) else 0
+        return [i for i, s in enumerate(summaries) if not s.covered or (first > 0 and s.anchor > 0)]
+
+    def total(start: int) -> float:
+        body = sum(turn_tokens[i] for i in keep[start:])
+        return fixed + body + sum(summary_tokens[i] for i in carried(start))
+
+    start = 0
+    estimate = total(0)
+    blocked = None
+    if cap and estimate > cap:
+        if knobs.carry_overflow == "block":
+            blocked = (
+                f"estimated {round(estimate)} tokens exceed carry_max_tokens {cap} "
+                "(carry_overflow = 'block'); nothing was dropped"
+            )
+        else:
+            while start < len(keep) - 1 and estimate > cap:
+                start += 1
+                estimate = total(start)
+            if estimate > cap:
+                blocked = (
+                    f"estimated {round(estimate)} tokens still exceed carry_max_tokens {cap} "
+                    "after dropping every turn but the newest"
+                )
+    chosen = [summaries[i] for i in carried(start)]
+    return keep[start:], start, chosen, estimate, blocked
+
+
+class _Layout:
+    """Turns utterances into candidate items, chaining ids and fixing timestamps/versions."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+        self.items: list[dict[str, Any]] = []
+        self.manifest: list[ManifestEntry] = []
+        self.pending: list[tuple[Utterance, str | None, int | None]] = []
+        self.timestamps_replaced = 0
+        self.versions_filled = 0
+
+    def add(self, utt: Utterance, stamp: str | None, turn: int | None) -> None:
+        self.pending.append((utt, stamp, turn))
+
+    def finish(self) -> tuple[list[dict[str, Any]], list[ManifestEntry]]:
+        later_stamp = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
+        version = next((u.version for u, _, _ in self.pending if _nonempty(u.version)), None)
+        version = version or FALLBACK_VERSION
+        parent: str | None = None
+        last_ts = later_stamp
+        last_message: Any = None
+        used_ids: set[Any] = set()
+        for position, (utt, stamp, turn) in enumerate(self.pending):
+            item_id = str(uuid.uuid5(NAMESPACE, f"{self.session}:{position}:{utt.source_uuid}"))
+            if utt.timestamp_replaced or not utt.timestamp:
+                self.timestamps_replaced += 1
+            timestamp = utt.timestamp or last_ts
+            last_ts = timestamp
+            if _nonempty(utt.version):
+                version = utt.version
+            else:
+                self.versions_filled += 1
+            blocks = ([{"type": "text", "text": stamp}] if stamp else []) + [
+                {"type": "text", "text": utt.text}
+            ]
+            item: dict[str, Any] = {
+                "parentUuid": parent,
+                "isSidechain": False,
+                "userType": utt.user_type if _nonempty(utt.user_type) else "external",
+            }
+            if _nonempty(utt.cwd):
+                item["cwd"] = utt.cwd
+            item["sessionId"] = self.session
+            item["version"] = version
+            if _nonempty(utt.git_branch):
+                item["gitBranch"] = utt.git_branch
+            item["type"] = utt.role
+            if utt.role == "user":
+                item["message"] = {"role": "user", "content": blocks}
+                item["isMeta"] = False
+                last_message = None
+            else:
+                message_id = utt.message_id
+                if not _nonempty(message_id) or (
+                    message_id in used_ids and message_id != last_message
+                ):
+                    message_id = "msg_tl_" + item_id.replace("-", "")[:24]
+                used_ids.add(message_id)
+                last_message = message_id
+                item["message"] = {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": utt.model if _nonempty(utt.model) else "unknown",
+                    "content": blocks,
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                }
+            item["uuid"] = item_id
+            item["timestamp"] = timestamp
+            self.items.append(item)
+            self.manifest.append(
+                ManifestEntry(
+                    position=position,
+                    role=utt.role,
+                    kind=utt.kind,
+                    item_id=item_id,
+                    source_uuid=utt.source_uuid,
+                    source_timestamp=utt.source_timestamp,
+                    turn=turn,
+                    source_sha256=sha256_text(utt.text),
+                    candidate_sha256=sha256_text(blocks[-1]["text"]),
+                    stamp=stamp,
+                )
+            )
+            parent = item_id
+        return self.items, self.manifest
+
+
+def _nonempty(value: Any) -> bool:
+    return type(value) is str and value != ""
+
+
+def _counts(
+    sink: TurnBuilder, turns: list[Turn], keep: list[int], read: ReadStats
+) -> dict[str, dict[str, int]]:
+    carried: Counter[str] = Counter()
+    for index in keep:
+        carried.update(u.kind for u in turns[index].items)
+    source = {kind: sink.counts[kind] for kind in SPEECH_KINDS}
+    candidate = {kind: carried[kind] for kind in SPEECH_KINDS}
+    return {
+        "source": source,
+        "candidate": candidate,
+        "not_carried": {kind: source[kind] - candidate[kind] for kind in SPEECH_KINDS},
+        "reader": {kind: read.speech[kind] for kind in SPEECH_KINDS if kind != "slash"},
+    }
+
+
+def _token_report(total: float, config: Config) -> dict[str, Any]:
+    knobs = config.rebuild
+    report: dict[str, Any] = {
+        "estimate": round(total),
+        "cjk_factor": knobs.token_cjk_factor,
+        "other_divisor": knobs.token_other_divisor,
+        "carry_max_tokens": knobs.carry_max_tokens,
+        "carry_overflow": knobs.carry_overflow,
+    }
+    if knobs.fixed_overhead_tokens > 0:
+        report["fixed_overhead_tokens"] = knobs.fixed_overhead_tokens
+        report["estimate_with_overhead"] = round(total) + knobs.fixed_overhead_tokens
+    return report
+
+
+def _snapshot_report(startup: Utterance | None) -> dict[str, Any]:
+    if startup is None:
+        return {
+            "present": False,
+            "note": "no start-up environment/memory injection in the transcript (newer Claude "
+            "Code keeps it in attachment events); nothing frozen",
+        }
+    return {
+        "present": True,
+        "sha256": sha256_text(startup.text),
+        "source_uuid": startup.source_uuid,
+    }
+
+
+def _empty_reason(
+    read: ReadStats, turns: list[Turn], keep: list[int], items: list[dict[str, Any]]
+) -> str | None:
+    if keep and items:
+        return None
+    if read.bytes == 0 or read.events == 0:
+        return "the transcript is empty"
+    if turns:
+        return "only an open last turn, and include_open_tail is false"
+    if read.ignored_reasons["sidechain"]:
+        return "the transcript holds only subagent (sidechain) speech"
+    if set(read.types) == {"summary"}:
+        return "the transcript holds only summary lines"
+    return "the transcript holds no human or assistant speech"

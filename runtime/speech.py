@@ -1,0 +1,202 @@
+"""What counts as speech, as data: compiled rules from the config and the utterance record.
+
+``SpeechRules`` holds everything the classifier needs that the config can change — injected
+tags, reply tools, chat ids, speech tools — compiled once. ``Utterance`` is one carried piece
+of speech with the source fields the candidate keeps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from runtime.config import RebuildConfig
+
+HUMAN_KINDS: tuple[str, ...] = ("typed", "channel", "queued", "slash")
+ASSISTANT_KINDS: tuple[str, ...] = ("assistant_text", "channel_reply", "speech_tool")
+SPEECH_KINDS: tuple[str, ...] = HUMAN_KINDS + ASSISTANT_KINDS
+
+SNAPSHOT_MARKERS: tuple[str, ...] = ("# claudeMd", "CLAUDE.md", "MEMORY.md", "# memory")
+_SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+_COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_ISO = re.compile(
+    r"\d{4}-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-6]\d(?:\.\d{1,9})?(?:Z|[+-][0-2]\d:?[0-5]\d)"
+)
+_BASH_ECHO = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
+
+
+def valid_timestamp(value: Any) -> bool:
+    """True when ``value`` is an ISO-8601 date-time string with a zone (what Claude Code writes)."""
+    if type(value) is not str or _ISO.fullmatch(value) is None:
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Utterance:
+    """One piece of speech to carry, with the source fields the candidate keeps."""
+
+    kind: str
+    role: str
+    text: str
+    source_uuid: str
+    timestamp: str | None
+    source_timestamp: Any
+    timestamp_replaced: bool
+    cwd: Any
+    version: Any
+    git_branch: Any
+    user_type: Any
+    message_id: Any
+    model: Any
+
+
+@dataclass(frozen=True)
+class SpeechRules:
+    """Compiled speech rules of one config."""
+
+    injected: re.Pattern[str]
+    reply_tool: re.Pattern[str]
+    reply_argument: str
+    reply_chat_ids: frozenset[str]
+    speech_tools: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def from_config(cls, rebuild: RebuildConfig) -> SpeechRules:
+        return cls(
+            injected=injected_pattern(rebuild.injected_tags),
+            reply_tool=rebuild.reply_tool_regex,
+            reply_argument=rebuild.reply_tool_argument,
+            reply_chat_ids=frozenset(rebuild.reply_chat_ids),
+            speech_tools={tool.name: tool.keys for tool in rebuild.speech_tools},
+        )
+
+    def strip_injected(self, text: str) -> tuple[str, int]:
+        """Remove injected blocks (and the whitespace after each); return text and bytes cut.
+
+        When the text ends in a removed block, the whitespace left before it goes too.
+        Everything else stays byte for byte.
+        """
+        if "<" not in text:
+            return text, 0
+        pieces = []
+        pos = 0
+        for match in self.injected.finditer(text):
+            pieces.append(text[pos : match.start()])
+            pos = match.end()
+        if not pieces:
+            return text, 0
+        tail = text[pos:]
+        pieces.append(tail)
+        kept = "".join(pieces)
+        if not tail:
+            kept = kept.rstrip()
+        return kept, _utf8_len(text) - _utf8_len(kept)
+
+    def opens_channel(self, texts: list[str]) -> bool:
+        return bool(texts) and texts[0].lstrip().startswith("<channel source=")
+
+    def slash_line(self, text: str) -> str | None:
+        """``/name args`` from a slash-command event, or None when it names no command."""
+        name = _COMMAND_NAME.search(text)
+        if name is None or not name.group(1):
+            return None
+        command = name.group(1)
+        if not command.startswith("/"):
+            command = "/" + command
+        args = _COMMAND_ARGS.search(text)
+        if args is not None and args.group(1).strip():
+            return f"{command} {args.group(1)}"
+        return command
+
+    def not_speech(self, text: str) -> str | None:
+        """The reason a kept human text is still not speech (SPEC §3.2-5), or None."""
+        if text.startswith("[Request interrupted by user"):
+            return "interrupt_marker"
+        if text.lstrip().startswith(_BASH_ECHO):
+            return "bash_echo"
+        return None
+
+    def snapshot_block(self, text: str) -> str | None:
+        """The environment/memory ``<system-reminder>`` block of a start-up event, verbatim."""
+        if "<system-reminder>" not in text:
+            return None
+        for match in _SYSTEM_REMINDER.finditer(text):
+            block = match.group(0)
+            if any(marker in block for marker in SNAPSHOT_MARKERS):
+                return block
+        return None
+
+    def tool_speech(self, block: dict[str, Any]) -> tuple[str, str] | None:
+        """``(kind, text)`` when a tool_use block is a channel reply or a speech tool."""
+        name = block.get("name")
+        if type(name) is not str:
+            return None
+        arguments = block.get("input")
+        if type(arguments) is not dict:
+            return None
+        if self.reply_tool.search(name):
+            text = arguments.get(self.reply_argument)
+            if type(text) is str and text.strip() and self._chat_allowed(arguments):
+                return "channel_reply", text
+            return None
+        keys = self.speech_tools.get(name)
+        if keys is None:
+            return None
+        value: Any = arguments
+        for key in keys:
+            value = value.get(key) if type(value) is dict else None
+        if type(value) is str and value.strip():
+            return "speech_tool", value
+        return None
+
+    def _chat_allowed(self, arguments: dict[str, Any]) -> bool:
+        if not self.reply_chat_ids:
+            return True
+        chat = arguments.get("chat_id")
+        return chat is not None and str(chat) in self.reply_chat_ids
+
+    def utterance(
+        self, event: dict[str, Any], kind: str, role: str, text: str, last_valid: str | None
+    ) -> Utterance:
+        raw = event.get("timestamp")
+        good = valid_timestamp(raw)
+        message = event.get("message")
+        message = message if type(message) is dict else {}
+        uuid = event.get("uuid")
+        return Utterance(
+            kind=kind,
+            role=role,
+            text=text,
+            source_uuid=uuid if type(uuid) is str else "",
+            timestamp=raw if good else last_valid,
+            source_timestamp=raw,
+            timestamp_replaced=not good,
+            cwd=event.get("cwd"),
+            version=event.get("version"),
+            git_branch=event.get("gitBranch"),
+            user_type=event.get("userType"),
+            message_id=message.get("id"),
+            model=message.get("model"),
+        )
+
+
+def injected_pattern(tags: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for paired, lone and self-closing forms of the injected tags."""
+    if not tags:
+        return re.compile(r"(?!)")
+    names = "|".join(re.escape(tag) for tag in sorted(tags, key=len, reverse=True))
+    paired = rf"<({names})(?:\s[^>]*)?>.*?</\1\s*>"
+    lone = rf"</?(?:{names})(?:\s[^>]*)?/?>"
+    return re.compile(rf"(?:{paired}|{lone})\s*", re.S)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

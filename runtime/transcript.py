@@ -1,0 +1,520 @@
+"""Reading a Claude Code transcript: input checks, a streaming line reader, the speech allowlist.
+
+``scan`` reads the file once, line by line (memory bounded by the largest line), parses each
+line with orjson, and hands every event to ``Classifier``: an allowlist of speech (SPEC §3.2)
+that tells the turn builder what was said and attributes every line's bytes to the dirty
+ledger. Everything it does not carry is counted, by type and by reason; nothing is dropped
+silently and no event type makes it fail.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from runtime.config import Config, RebuildConfig
+from runtime.dirty import Ledger
+from runtime.errors import OutsideProjectError, TranscriptError
+from runtime.speech import SpeechRules, Utterance, valid_timestamp
+
+MALFORMED_SAMPLE = 20
+Progress = Callable[[int, int], None]
+
+
+class Sink(Protocol):
+    """What the classifier tells the turn builder (runtime.turns.TurnBuilder)."""
+
+    def human(self, utt: Utterance) -> None: ...
+    def slash(self, utt: Utterance) -> None: ...
+    def assistant(self, utt: Utterance) -> None: ...
+    def model_activity(self) -> None: ...
+    def local_output(self) -> None: ...
+    def compact_summary(self, utt: Utterance, covered: bool) -> None: ...
+    def snapshot(self, utt: Utterance) -> None: ...
+
+
+@dataclass
+class ReadStats:
+    """What the reader saw: lines, bytes, malformed lines, ignored events by type and reason."""
+
+    lines: int = 0
+    bytes: int = 0
+    events: int = 0
+    blank_lines: int = 0
+    malformed: int = 0
+    malformed_non_utf8: int = 0
+    malformed_lines: list[int] = field(default_factory=list)
+    partial_tail: bool = False
+    types: Counter[str] = field(default_factory=Counter)
+    ignored_types: Counter[str] = field(default_factory=Counter)
+    ignored_reasons: Counter[str] = field(default_factory=Counter)
+    speech: Counter[str] = field(default_factory=Counter)
+    timestamps_replaced: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "events": self.events,
+            "blank_lines": self.blank_lines,
+            "malformed": self.malformed,
+            "malformed_non_utf8": self.malformed_non_utf8,
+            "malformed_sample_lines": list(self.malformed_lines),
+            "partial_tail": self.partial_tail,
+            "types": dict(self.types.most_common()),
+            "ignored_types": dict(self.ignored_types.most_common()),
+            "ignored_reasons": dict(self.ignored_reasons.most_common()),
+        }
+
+
+def resolve_transcript(path: str | os.PathLike[str], config: Config) -> Path:
+    """Check ``path`` is a readable .jsonl file (inside ``project_dir`` when configured)."""
+    given = Path(path).expanduser().absolute()
+    shown = str(given)
+    if not given.name.endswith(".jsonl"):
+        raise TranscriptError(f"transcript {shown!r} is not a .jsonl file")
+    try:
+        real = given.resolve(strict=True)
+    except FileNotFoundError as exc:
+        what = "is a dangling symlink" if given.is_symlink() else "not found"
+        raise TranscriptError(f"transcript {shown!r} {what}") from exc
+    except OSError as exc:
+        raise TranscriptError(f"transcript {shown!r} cannot be resolved: {exc.strerror}") from exc
+    if config.project_dir is not None:
+        project = config.project_dir.expanduser().resolve()
+        if not real.is_relative_to(project):
+            how = f"is a symlink to {str(real)!r}" if real != given else "is"
+            raise OutsideProjectError(
+                f"transcript {shown!r} {how} outside project_dir {str(project)!r}"
+            )
+    try:
+        mode = real.stat().st_mode
+    except OSError as exc:
+        raise TranscriptError(f"transcript {shown!r} cannot be read: {exc.strerror}") from exc
+    if stat.S_ISDIR(mode):
+        raise TranscriptError(f"transcript {shown!r} is a directory")
+    if not stat.S_ISREG(mode):
+        raise TranscriptError(f"transcript {shown!r} is not a regular file")
+    if not real.name.endswith(".jsonl"):
+        raise TranscriptError(f"transcript {shown!r} points to {str(real)!r}, not a .jsonl file")
+    try:
+        with open(real, "rb"):
+            pass
+    except OSError as exc:
+        raise TranscriptError(f"transcript {shown!r} cannot be read: {exc.strerror}") from exc
+    return real
+
+
+def scan(
+    path: Path,
+    rules: RebuildConfig,
+    sink: Sink | None = None,
+    progress: Progress | None = None,
+) -> tuple[ReadStats, Ledger]:
+    """Read ``path`` once, classify every event, and return what was seen and the ledger."""
+    stats = ReadStats()
+    ledger = Ledger()
+    classifier = Classifier(SpeechRules.from_config(rules), stats, ledger, sink)
+    handle_event = classifier.event
+    loads = orjson.loads
+    try:
+        handle = open(path, "rb")
+        total = os.fstat(handle.fileno()).st_size
+    except OSError as exc:
+        raise TranscriptError(f"transcript {str(path)!r} cannot be read: {exc.strerror}") from exc
+    step = max(total // 100, 1 << 20)
+    next_mark = step
+    lineno = 0
+    position = 0
+    last = b""
+    with handle:
+        for line in handle:
+            lineno += 1
+            size = len(line)
+            position += size
+            last = line
+            try:
+                event = loads(line)
+            except orjson.JSONDecodeError:
+                if not line.strip():
+                    stats.blank_lines += 1
+                    continue
+                _malformed(stats, ledger, lineno, line)
+                continue
+            if type(event) is not dict:
+                _malformed(stats, ledger, lineno, line)
+                continue
+            handle_event(event, size)
+            if progress is not None and position >= next_mark:
+                progress(position, total)
+                next_mark = position + step
+    stats.lines = lineno
+    stats.bytes = position
+    if last and not last.endswith(b"\n") and stats.malformed_lines[-1:] == [lineno]:
+        stats.partial_tail = True
+    classifier.finish()
+    if progress is not None:
+        progress(position, total)
+    if stats.events == 0 and stats.malformed > 0:
+        raise TranscriptError(
+            f"transcript {str(path)!r} is not a JSONL transcript: "
+            f"{stats.malformed} malformed line(s) and no valid event"
+        )
+    return stats, ledger
+
+
+def _malformed(stats: ReadStats, ledger: Ledger, lineno: int, line: bytes) -> None:
+    stats.malformed += 1
+    ledger.malformed_bytes += len(line)
+    if len(stats.malformed_lines) < MALFORMED_SAMPLE:
+        stats.malformed_lines.append(lineno)
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        stats.malformed_non_utf8 += 1
+
+
+class Classifier:
+    """The speech allowlist applied event by event (SPEC §3.2), feeding a sink and the ledger."""
+
+    def __init__(
+        self, rules: SpeechRules, stats: ReadStats, ledger: Ledger, sink: Sink | None
+    ) -> None:
+        self.rules = rules
+        self.stats = stats
+        self.ledger = ledger
+        self.sink = sink
+        self.seen_uuids: set[str] = set()
+        self.last_timestamp: str | None = None
+        self.boundary_parent: str | None = None
+        self.boundary_seen = False
+        self.assistant_seen = False
+        self.snapshot_taken = False
+
+    def event(self, event: dict[str, Any], size: int) -> None:
+        stats = self.stats
+        stats.events += 1
+        kind = event.get("type")
+        kind = kind if isinstance(kind, str) else "(no type)"
+        stats.types[kind] += 1
+        uuid = event.get("uuid")
+        if type(uuid) is str:
+            self.seen_uuids.add(uuid)
+        stamp = event.get("timestamp")
+        if stamp is not None and valid_timestamp(stamp):
+            self.last_timestamp = stamp
+        if event.get("isSidechain") is True:
+            self._ignore(kind, "sidechain", "sidechain", size)
+        elif kind == "assistant":
+            self._assistant(event, size)
+        elif kind == "user":
+            self._user(event, size)
+        elif kind == "attachment":
+            self._attachment(event, size)
+        elif kind == "system":
+            if event.get("subtype") == "compact_boundary":
+                parent = event.get("logicalParentUuid")
+                self.boundary_parent = parent if isinstance(parent, str) else None
+                self.boundary_seen = True
+            self._ignore(kind, "system", "system", size)
+        else:
+            self.stats.ignored_types[kind] += 1
+            self.ledger.add_other(kind, size)
+
+    def finish(self) -> None:
+        """End of file: nothing more to classify."""
+
+    def _ignore(self, kind: str, reason: str, category: str, size: int) -> None:
+        self.stats.ignored_types[kind] += 1
+        self.stats.ignored_reasons[reason] += 1
+        if category == "other":
+            self.ledger.add_other(f"{kind}:{reason}", size)
+        else:
+            self.ledger.add(category, size)
+
+    def _utterance(self, event: dict[str, Any], kind: str, role: str, text: str) -> Utterance:
+        utt = self.rules.utterance(event, kind, role, text, self.last_timestamp)
+        if utt.timestamp_replaced:
+            self.stats.timestamps_replaced += 1
+        return utt
+
+    # -- assistant ---------------------------------------------------------------------------
+    def _assistant(self, event: dict[str, Any], size: int) -> None:
+        message = event.get("message")
+        if type(message) is not dict:
+            self._ignore("assistant", "no_message", "other", size)
+            return
+        if event.get("isApiErrorMessage") is True:
+            self._ignore("assistant", "api_error", "system", size)
+            return
+        if message.get("model") == "<synthetic>":
+            self._ignore("assistant", "synthetic", "system", size)
+            return
+        self.assistant_seen = True
+        sink = self.sink
+        if sink is not None:
+            sink.model_activity()
+        content = message.get("content")
+        if type(content) is str:
+            content = [{"type": "text", "text": content}]
+        if type(content) is not list or not content:
+            self._ignore("assistant", "no_content", "other", size)
+            return
+        spoken = []
+        categories: list[tuple[str, int]] = []
+        for block in content:
+            if type(block) is not dict:
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                text = block.get("text")
+                if type(text) is str and text.strip():
+                    spoken.append(("assistant_text", text))
+                    categories.append(("", 0))
+                else:
+                    self.stats.ignored_reasons["empty_text"] += 1
+                    categories.append(("other", len(text or "") if type(text) is str else 0))
+            elif btype == "tool_use":
+                said = self.rules.tool_speech(block)
+                if said is not None:
+                    spoken.append(said)
+                    categories.append(("", 0))
+                else:
+                    categories.append(("tool_use", -1))
+            elif btype in ("thinking", "redacted_thinking"):
+                categories.append(("thinking", -1))
+            elif btype == "image":
+                self.ledger.image_seen = True
+                categories.append(("image", -1))
+            else:
+                categories.append(("other", -1))
+        self._split_bytes("assistant", content, categories, size, bool(spoken))
+        if not spoken:
+            self.stats.ignored_types["assistant"] += 1
+            self.stats.ignored_reasons["assistant_no_speech"] += 1
+            return
+        for kind, text in spoken:
+            self.stats.speech[kind] += 1
+            if sink is not None:
+                sink.assistant(self._utterance(event, kind, "assistant", text))
+
+    def _split_bytes(
+        self,
+        kind: str,
+        content: list[Any],
+        categories: list[tuple[str, int]],
+        size: int,
+        has_speech: bool,
+    ) -> None:
+        """Attribute one line's bytes: a single-category line whole, a mixed line by block."""
+        ledger = self.ledger
+        if len(categories) == 1:
+            category = categories[0][0]
+            if category == "":
+                ledger.conversation_bytes += size
+            elif category == "other":
+                ledger.add_other(f"{kind}:block", size)
+            else:
+                ledger.add(category, size)
+            return
+        rest = size
+        for block, (category, known) in zip(content, categories, strict=False):
+            if category == "":
+                continue
+            nbytes = known if known >= 0 else _block_size(block)
+            nbytes = min(nbytes, rest)
+            rest -= nbytes
+            if category == "other":
+                ledger.add_other(f"{kind}:block", nbytes)
+            else:
+                ledger.add(category, nbytes)
+        if has_speech:
+            ledger.conversation_bytes += rest
+        else:
+            first = next((c for c, _ in categories if c), "other")
+            if first == "other":
+                ledger.add_other(f"{kind}:block", rest)
+            else:
+                ledger.add(first, rest)
+
+    # -- user --------------------------------------------------------------------------------
+    def _user(self, event: dict[str, Any], size: int) -> None:
+        message = event.get("message")
+        content = message.get("content") if type(message) is dict else None
+        if type(content) is str:
+            texts = [content]
+            has_result = False
+            image_bytes = 0
+        elif type(content) is list:
+            texts, has_result, image_bytes = self._user_blocks(content)
+        else:
+            self._ignore("user", "no_content", "other", size)
+            return
+        if event.get("isCompactSummary") is True:
+            self._compact_summary(event, texts, size)
+            return
+        if has_result:
+            self.ledger.add("image", image_bytes)
+            self._ignore("user", "tool_result", "tool_result", size - image_bytes)
+            return
+        rules = self.rules
+        if not self.snapshot_taken and not self.assistant_seen:
+            self._maybe_snapshot(event, texts)
+        origin = event.get("origin")
+        origin_kind = origin.get("kind") if type(origin) is dict else None
+        if event.get("isMeta") is True:
+            if origin_kind == "channel" or rules.opens_channel(texts):
+                self._human(event, "channel", texts, size, image_bytes)
+            else:
+                self._ignore("user", "meta", "meta_injection", size - image_bytes)
+                self.ledger.add("image", image_bytes)
+            return
+        if origin_kind == "task-notification":
+            self._ignore("user", "task_notification", "injected_block", size)
+            return
+        joined = texts[0] if len(texts) == 1 else "\n".join(texts)
+        if "<command-name>" in joined:
+            line = rules.slash_line(joined)
+            if line is not None:
+                self.ledger.conversation_bytes += size
+                if self.sink is not None:
+                    self.sink.slash(self._utterance(event, "slash", "user", line))
+                self.stats.ignored_reasons["slash_seen"] += 1
+                return
+        if "<local-command-std" in joined:
+            if self.sink is not None:
+                self.sink.local_output()
+        self._human(event, "typed", texts, size, image_bytes)
+
+    def _user_blocks(self, content: list[Any]) -> tuple[list[str], bool, int]:
+        texts: list[str] = []
+        has_result = False
+        image_bytes = 0
+        for block in content:
+            if type(block) is not dict:
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                text = block.get("text")
+                if type(text) is str:
+                    texts.append(text)
+            elif btype == "tool_result":
+                has_result = True
+                inner = block.get("content")
+                if type(inner) is list:
+                    for item in inner:
+                        if type(item) is dict and item.get("type") == "image":
+                            self.ledger.image_seen = True
+                            image_bytes += _block_size(item)
+            elif btype == "image":
+                self.ledger.image_seen = True
+                image_bytes += _block_size(block)
+        return texts, has_result, image_bytes
+
+    def _human(
+        self, event: dict[str, Any], kind: str, texts: list[str], size: int, image_bytes: int
+    ) -> None:
+        """Strip injected blocks, judge what is left, and pass each kept block on as speech."""
+        rules = self.rules
+        kept: list[str] = []
+        removed = 0
+        for text in texts:
+            left, cut = rules.strip_injected(text)
+            removed += cut
+            if left.strip():
+                kept.append(left)
+        ledger = self.ledger
+        ledger.add("image", image_bytes)
+        removed = min(removed, size - image_bytes)
+        ledger.add("injected_block", removed)
+        rest = size - image_bytes - removed
+        if not kept:
+            self._ignore("user", "empty_after_strip", "injected_block", rest)
+            return
+        reason = rules.not_speech(kept[0])
+        if reason is not None:
+            self._ignore("user", reason, "other", rest)
+            return
+        ledger.conversation_bytes += rest
+        self.stats.speech[kind] += len(kept)
+        if self.sink is not None:
+            for text in kept:
+                self.sink.human(self._utterance(event, kind, "user", text))
+
+    def _maybe_snapshot(self, event: dict[str, Any], texts: list[str]) -> None:
+        for text in texts:
+            block = self.rules.snapshot_block(text)
+            if block is not None:
+                self.snapshot_taken = True
+                if self.sink is not None:
+                    self.sink.snapshot(self._utterance(event, "startup_snapshot", "user", block))
+                return
+
+    def _compact_summary(self, event: dict[str, Any], texts: list[str], size: int) -> None:
+        covered = self.boundary_seen and self.boundary_parent in self.seen_uuids
+        self._ignore("user", "compact_summary", "other", size)
+        text = texts[0] if len(texts) == 1 else "\n".join(texts)
+        if self.sink is not None and text.strip():
+            self.sink.compact_summary(
+                self._utterance(event, "compact_summary", "user", text), covered
+            )
+        self.boundary_seen = False
+        self.boundary_parent = None
+
+    # -- attachment --------------------------------------------------------------------------
+    def _attachment(self, event: dict[str, Any], size: int) -> None:
+        body = event.get("attachment")
+        if type(body) is not dict or body.get("type") != "queued_command":
+            self._ignore("attachment", "attachment", "attachment", size)
+            return
+        if body.get("commandMode", "prompt") not in ("prompt", None):
+            self._ignore("attachment", f"queued_{body.get('commandMode')}", "attachment", size)
+            return
+        prompt = body.get("prompt")
+        if type(prompt) is str:
+            texts = [prompt]
+        elif type(prompt) is list:
+            texts = [
+                b["text"]
+                for b in prompt
+                if type(b) is dict and b.get("type") == "text" and type(b.get("text")) is str
+            ]
+        else:
+            self._ignore("attachment", "queued_without_prompt", "attachment", size)
+            return
+        self._human(event, "queued", texts, size, 0)
+
+
+def _block_size(block: Any) -> int:
+    """Approximate serialised size of one content block without re-serialising big strings."""
+    if type(block) is not dict:
+        return 0
+    btype = block.get("type")
+    if btype == "image":
+        source = block.get("source")
+        data = source.get("data") if type(source) is dict else None
+        return (len(data) if type(data) is str else 0) + 80
+    if btype == "thinking":
+        text = block.get("thinking")
+        return _utf8_len(text) + len(block.get("signature") or "") + 40
+    if btype == "redacted_thinking":
+        return len(block.get("data") or "") + 40
+    if btype == "text":
+        return _utf8_len(block.get("text")) + 24
+    try:
+        return len(orjson.dumps(block))
+    except TypeError:
+        return 0
+
+
+def _utf8_len(text: Any) -> int:
+    if type(text) is not str:
+        return 0
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

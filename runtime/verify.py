@@ -1,0 +1,196 @@
+"""Verification of a written candidate, by code (SPEC §3.8).
+
+The candidate file is re-read from disk and checked against the build's manifest: only
+user/assistant items, one new sessionId, the manifest's ids in order, a linear parent chain,
+valid timestamps and versions, text blocks only, every text digest equal to its source. Then
+the recognition audit: per speech kind, what the source said = what the candidate carries +
+what the rules left out (dropped oldest turns, an excluded open tail). Any failure raises
+``VerificationError`` naming the check.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runtime.candidate import Build, ManifestEntry, sha256_text
+from runtime.errors import VerificationError
+from runtime.speech import SPEECH_KINDS, valid_timestamp
+
+CHECKS: tuple[str, ...] = (
+    "mode",
+    "parse",
+    "item_count",
+    "types",
+    "session_id",
+    "uuids",
+    "parent_chain",
+    "flags",
+    "timestamps",
+    "version",
+    "blocks",
+    "stamp",
+    "text_digest",
+    "recognition_audit",
+)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """A passed verification: what was checked and the per-kind audit."""
+
+    path: Path
+    items: int
+    checks: tuple[str, ...]
+    audit: dict[str, dict[str, int]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "items": self.items,
+            "checks": list(self.checks),
+            "audit": self.audit,
+        }
+
+
+def verify_candidate(path: Path, build: Build) -> VerifyReport:
+    """Re-read ``path`` and prove it is ``build``'s candidate; raise on the first failure."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode & 0o777
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise VerificationError(
+            f"check 'parse': cannot read {str(path)!r}: {exc.strerror}"
+        ) from exc
+    _require(mode == 0o600, "mode", path, f"file mode is {mode:o}, not 600")
+    lines = raw.split(b"\n")
+    _require(lines[-1] == b"", "parse", path, "the file does not end with a newline")
+    events = []
+    for number, line in enumerate(lines[:-1], 1):
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise VerificationError(
+                f"check 'parse': line {number} of {str(path)!r} is not JSON"
+            ) from exc
+        _require(type(event) is dict, "parse", path, f"line {number} is not an object")
+        events.append(event)
+    manifest = build.manifest
+    _require(
+        len(events) == len(manifest),
+        "item_count",
+        path,
+        f"{len(events)} item(s) on disk, {len(manifest)} in the manifest",
+    )
+    carried: Counter[str] = Counter()
+    parent = None
+    for number, (event, entry) in enumerate(zip(events, manifest, strict=True), 1):
+        _check_item(path, number, event, entry, build.new_session_id, parent)
+        parent = entry.item_id
+        carried[entry.kind] += 1
+    audit = _audit(build, carried, path)
+    return VerifyReport(path=path, items=len(events), checks=CHECKS, audit=audit)
+
+
+def _check_item(
+    path: Path,
+    number: int,
+    event: dict[str, Any],
+    entry: ManifestEntry,
+    session: str,
+    parent: str | None,
+) -> None:
+    where = f"item {number}"
+    kind = event.get("type")
+    _require(kind in ("user", "assistant"), "types", path, f"{where} has type {kind!r}")
+    _require(
+        kind == entry.role, "types", path, f"{where} is {kind!r}, manifest says {entry.role!r}"
+    )
+    _require(
+        event.get("sessionId") == session, "session_id", path, f"{where} has another sessionId"
+    )
+    _require(
+        event.get("uuid") == entry.item_id, "uuids", path, f"{where} uuid differs from manifest"
+    )
+    _require(event.get("parentUuid") == parent, "parent_chain", path, f"{where} breaks the chain")
+    _require(
+        event.get("isSidechain") is False and event.get("isMeta", False) is False,
+        "flags",
+        path,
+        f"{where} is marked sidechain or meta",
+    )
+    _require(valid_timestamp(event.get("timestamp")), "timestamps", path, f"{where} timestamp")
+    version = event.get("version")
+    _require(type(version) is str and version != "", "version", path, f"{where} has no version")
+    message = event.get("message")
+    content = message.get("content") if type(message) is dict else None
+    _require(
+        type(message) is dict and message.get("role") == kind and type(content) is list,
+        "blocks",
+        path,
+        f"{where} has no {kind} message content list",
+    )
+    assert isinstance(content, list)
+    for block in content:
+        btype = block.get("type") if type(block) is dict else None
+        _require(btype == "text", "blocks", path, f"{where} holds a {btype!r} block")
+        _require(type(block.get("text")) is str, "blocks", path, f"{where} has a non-text text")
+    expected = 2 if entry.stamp else 1
+    _require(len(content) == expected, "stamp", path, f"{where} has {len(content)} block(s)")
+    if entry.stamp:
+        _require(content[0]["text"] == entry.stamp, "stamp", path, f"{where} stamp differs")
+    digest = sha256_text(content[-1]["text"])
+    _require(
+        digest == entry.candidate_sha256 == entry.source_sha256,
+        "text_digest",
+        path,
+        f"{where} text digest differs from its source",
+    )
+
+
+def _audit(build: Build, carried: Counter[str], path: Path) -> dict[str, dict[str, int]]:
+    """Per kind: source == candidate + left out by rule; the reader agrees with the turns."""
+    selected = set(build.selected)
+    left_out: Counter[str] = Counter()
+    in_turns: Counter[str] = Counter()
+    for turn in build.turns:
+        for utt in turn.items:
+            in_turns[utt.kind] += 1
+            if turn.index not in selected:
+                left_out[utt.kind] += 1
+    source = build.counts["source"]
+    reader = build.counts["reader"]
+    audit = {}
+    for kind in SPEECH_KINDS:
+        row = {
+            "source": source[kind],
+            "candidate": carried[kind],
+            "left_out_by_rule": left_out[kind],
+        }
+        _require(
+            row["source"] == row["candidate"] + row["left_out_by_rule"] == in_turns[kind],
+            "recognition_audit",
+            path,
+            f"{kind}: source {row['source']} != candidate {row['candidate']} "
+            f"+ left out {row['left_out_by_rule']}",
+        )
+        if kind in reader:
+            _require(
+                reader[kind] == source[kind],
+                "recognition_audit",
+                path,
+                f"{kind}: the reader recognised {reader[kind]}, the turns hold {source[kind]}",
+            )
+        audit[kind] = row
+    return audit
+
+
+def _require(ok: bool, check: str, path: Path, detail: str) -> None:
+    if not ok:
+        raise VerificationError(f"check {check!r} failed for {str(path)!r}: {detail}")
