@@ -1,0 +1,194 @@
+"""The systemd door, and the cgroup escape a worker needs when it runs under systemd.
+
+Door (SPEC §4.3): the unit starts claude through ``tl-launch --pointer P -- <launch argv>``.
+Switching writes the new session id into P atomically and runs ``systemctl restart UNIT``;
+tl-launch turns the launch argv into the resume argv for that id. Identity (the CAS) is the
+unit's ``MainPID``; 0, empty or unreadable is a conflict, never a match.
+
+Escape (SPEC §4.1): a restart kills everything in the unit's cgroup, including a worker the
+Stop hook spawned from inside it. ``escape_prefix`` reads the ``0::`` line of /proc/self/cgroup
+(not the first line: on hybrid hosts the v1 lines come first and say ``/``) and, inside a
+service, returns the ``systemd-run --scope -p KillMode=process --unit=tl-worker-NAME --`` prefix
+that moves the worker into a scope of its own; when that is impossible it returns the reason,
+and the caller fails the operation instead of spawning a worker that would kill itself.
+
+Import-light on purpose (stdlib only at import): the Stop hook calls ``escape_prefix``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+UNIT_CHARS = re.compile(r"[^A-Za-z0-9:_.\\-]")
+
+
+@dataclass(frozen=True)
+class ProcCgroup:
+    """What /proc/PID/cgroup says: the cgroup2 (``0::``) path and the v1 ``name=systemd`` one."""
+
+    unified: str | None
+    named_systemd: str | None
+
+    @property
+    def path(self) -> str | None:
+        """The path that names our unit: the ``0::`` one, else (legacy v1 hosts) name=systemd."""
+        if self.unified not in (None, "/"):
+            return self.unified
+        if self.named_systemd not in (None, "/"):
+            return self.named_systemd
+        return self.unified
+
+    @property
+    def unit(self) -> str | None:
+        """The innermost ``.service`` / ``.scope`` this process belongs to, or None."""
+        for part in reversed((self.path or "").split("/")):
+            if part.endswith((".service", ".scope")):
+                return part
+        return None
+
+    @property
+    def service(self) -> str | None:
+        """The service a restart of which would kill this process, or None (scope / no unit)."""
+        unit = self.unit
+        return unit if unit is not None and unit.endswith(".service") else None
+
+    @property
+    def user_manager(self) -> bool:
+        """True when the unit belongs to a user manager (``…/user@UID.service/…``)."""
+        parts = (self.path or "").split("/")
+        return any(p.startswith("user@") and p.endswith(".service") for p in parts[:-1])
+
+
+def parse_proc_cgroup(text: str) -> ProcCgroup:
+    """Parse the text of /proc/PID/cgroup (unified, hybrid or legacy layout)."""
+    unified = named = None
+    for line in text.splitlines():
+        hierarchy, sep, rest = line.partition(":")
+        controllers, sep2, path = rest.partition(":")
+        if not (sep and sep2):
+            continue
+        if hierarchy == "0" and controllers == "":
+            unified = path
+        elif "name=systemd" in controllers.split(","):
+            named = path
+    return ProcCgroup(unified=unified, named_systemd=named)
+
+
+@dataclass(frozen=True)
+class EscapePlan:
+    """How to start a worker that survives a restart of the unit it was spawned from."""
+
+    prefix: tuple[str, ...]
+    unit: str | None
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """False when the worker must not be started (``reason`` says why)."""
+        return self.reason is None
+
+
+def escape_prefix(name: str, cgroup_text: str | None = None,
+                  systemd_run: str | None = None) -> EscapePlan:
+    """The argv prefix that moves a worker named ``name`` out of our service's cgroup."""
+    if cgroup_text is None:
+        try:
+            cgroup_text = Path("/proc/self/cgroup").read_text()
+        except OSError as exc:
+            return EscapePlan((), None, f"cannot read /proc/self/cgroup: {exc.strerror}")
+    where = parse_proc_cgroup(cgroup_text)
+    service = where.service
+    if service is None:
+        return EscapePlan((), where.unit)
+    binary = systemd_run or shutil.which("systemd-run")
+    if binary is None:
+        return EscapePlan((), service, (
+            f"running inside {service!r} but systemd-run is not installed; a worker started "
+            f"here would be killed by the restart of its own unit"
+        ))
+    scope = "tl-worker-" + UNIT_CHARS.sub("_", name)
+    user = ("--user",) if where.user_manager else ()
+    return EscapePlan(
+        (binary, *user, "--scope", "-p", "KillMode=process", f"--unit={scope}", "--"), service
+    )
+
+
+def parse_main_pid(text: str) -> int | None:
+    """MainPID from ``systemctl show -p MainPID --value`` output; None for 0, empty or junk."""
+    value = text.strip()
+    if not value.isdigit() or int(value) <= 0:
+        return None
+    return int(value)
+
+
+@dataclass(frozen=True)
+class SystemdDoor:
+    """Switches a claude that runs as systemd unit ``unit`` through ``tl-launch``'s pointer."""
+
+    unit: str
+    pointer_path: Path
+    systemctl: tuple[str, ...] = ("systemctl",)
+    timeout: float = 90.0
+
+    @classmethod
+    def from_config(cls, config: Any) -> SystemdDoor:
+        """The door of ``config.switch.systemd``; a missing unit or pointer is a ConfigError."""
+        from runtime.errors import ConfigError
+
+        section = config.switch.systemd
+        if not section.unit:
+            raise ConfigError("switch.systemd.unit: required for door 'systemd'")
+        if not section.pointer_path:
+            raise ConfigError("switch.systemd.pointer_path: required for door 'systemd'")
+        return cls(unit=section.unit, pointer_path=Path(section.pointer_path))
+
+    def main_pid(self) -> int | None:
+        """The unit's MainPID, or None when it is 0, empty or cannot be read."""
+        from runtime import proc
+        from runtime.errors import ProcError
+
+        try:
+            done = proc.run([*self.systemctl, "show", "-p", "MainPID", "--value", self.unit],
+                            timeout=self.timeout)
+        except ProcError:
+            return None
+        return parse_main_pid(done.stdout) if done.ok else None
+
+    def identity(self) -> str:
+        """The unit's MainPID as a string; raises IdentityConflictError when there is none."""
+        from runtime.errors import IdentityConflictError
+
+        pid = self.main_pid()
+        if pid is None:
+            raise IdentityConflictError(
+                f"unit {self.unit!r} has no main process (MainPID 0, empty or unreadable)"
+            )
+        return str(pid)
+
+    def current_session(self) -> str | None:
+        """The session id the pointer names now (what the next start resumes), or None."""
+        from runtime.launch import read_pointer
+
+        return read_pointer(self.pointer_path)
+
+    def switch(self, session_id: str) -> None:
+        """Point tl-launch at ``session_id`` (atomic write), then restart the unit."""
+        from runtime import proc
+        from runtime.errors import DoorError, ProcError
+
+        proc.atomic_write(self.pointer_path, f"{session_id}\n".encode(), mode=0o644)
+        try:
+            done = proc.run([*self.systemctl, "restart", self.unit], timeout=self.timeout)
+        except ProcError as exc:
+            raise DoorError(f"systemctl restart {self.unit!r} failed: {exc}") from exc
+        if not done.ok:
+            detail = (done.stderr or done.stdout).strip().splitlines()
+            raise DoorError(
+                f"systemctl restart {self.unit!r} failed (rc={done.rc}): "
+                f"{detail[-1] if detail else 'no output'}"
+            )
+
