@@ -15,7 +15,7 @@ from typing import Any
 
 from runtime import proc
 from runtime.config import Config
-from runtime.doors.systemd_scope import current_service_unit, escape_argv
+from runtime.doors.systemd import escape_prefix
 from runtime.errors import StoreError, ThreadlineError
 from runtime.recover import reconcile_if_lost
 from runtime.state import State
@@ -114,17 +114,18 @@ def worker_argv(config: Config, operation_id: str) -> list[str]:
 
 
 def _start_worker(config: Config, store: Store, op: Operation) -> None:
-    unit = current_service_unit()
+    plan = escape_prefix(op.operation_id)
+    unit = plan.unit if plan.prefix else None
+    if not plan.ok:
+        _fail(store, op, "cgroup_escape_failed", str(plan.reason))
+        return
     try:
-        argv = worker_argv(config, op.operation_id)
-        if unit:
-            argv = escape_argv(argv, unit)
+        argv = [*plan.prefix, *worker_argv(config, op.operation_id)]
         log_path = config.worker_log_path or (Path(store.root) / "worker.log")
         pid = proc.spawn_detached(argv, log_path=log_path, env=os.environ,
                                   cwd=str(store.root))
     except ThreadlineError as exc:
-        code = "cgroup_escape_failed" if unit else "worker_spawn_failed"
-        _fail(store, op, code, str(exc))
+        _fail(store, op, "worker_spawn_failed", str(exc))
         return
     store.event(op.operation_id, "worker_spawned", state=op.state.value, pid=pid,
                 escaped_unit=unit, argv=argv)

@@ -27,7 +27,6 @@ from runtime import health, proc
 from runtime import identity as ident
 from runtime.config import Config, load_config
 from runtime.doors.base import Door, open_door
-from runtime.doors.systemd_scope import current_service_unit
 from runtime.errors import IdentityConflictError, StoreError, ThreadlineError
 from runtime.state import TERMINAL, State
 from runtime.store import Operation, Store, now_iso
@@ -132,7 +131,8 @@ class Job:
         configured = ident.channel_flags(self.config.switch.channel_flags)
         return tuple(dict.fromkeys([*ident.channel_flags(old_argv), *configured]))
 
-    def expectation(self, session_id: str, previous: str, flags: Sequence[str]) -> health.Expectation:
+    def expectation(self, session_id: str, previous: str,
+                    flags: Sequence[str]) -> health.Expectation:
         sw = self.config.switch
         return health.Expectation(
             session_id=session_id, previous_identity=previous, channel_flags=tuple(flags),
@@ -201,7 +201,9 @@ class Rebuild(Job):
     def _check_escape(self) -> None:
         unit = self.config.switch.systemd.unit
         if self.config.switch.door == "systemd" and unit:
-            inside = current_service_unit()
+            from runtime.doors.systemd import parse_proc_cgroup
+
+            inside = parse_proc_cgroup(Path("/proc/self/cgroup").read_text()).service
             if inside == unit or (inside and inside == unit + ".service"):
                 raise Abort("cgroup_escape_failed",
                             f"worker runs inside {inside!r} and its restart would kill it")
@@ -282,9 +284,14 @@ class Rebuild(Job):
         from runtime.candidate import build, write
 
         result = build(backup, self.config)
-        if getattr(result, "blocked_reason", None):
+        if result.empty_reason:
+            raise Abort("nothing_to_carry", f"nothing to carry: {result.empty_reason}")
+        if result.blocked_reason:
             raise Abort("blocked", f"rebuild blocked: {result.blocked_reason}")
-        path = write(result, self.config.project_dir)  # type: ignore[arg-type]
+        try:
+            path = write(result, self.config.project_dir)  # type: ignore[arg-type]
+        except ThreadlineError as exc:
+            raise Abort("write_failed", str(exc)) from exc
         self.candidate = Path(path)
         new_id = str(result.new_session_id)
         self.note("built", {"new_session_id": new_id, "candidate": str(path),
@@ -304,7 +311,7 @@ class Rebuild(Job):
             report = verify_candidate(self.candidate, build)
         except ThreadlineError as exc:
             raise Abort("verification_failed", str(exc)) from exc
-        data = vars(report) if hasattr(report, "__dict__") else {}
+        data = report.as_dict() if hasattr(report, "as_dict") else {}
         self.note("verified", {"report": counts_only(dict(data))})
 
     def _recheck(self, source: Path, digest: str, identity: str,
@@ -322,6 +329,12 @@ class Rebuild(Job):
                         f"{self.door.name} identity changed from {identity!r} to {current!r}",
                         {"before": identity, "now": current})
         assert self.candidate is not None
+        written = self.op.fact("candidate_sha256")
+        actual = sha256_file(self.candidate) if self.candidate.is_file() else "missing"
+        if actual != written:
+            raise Abort("candidate_changed",
+                        f"candidate {str(self.candidate)!r} changed after verification",
+                        {"written": written, "now": actual})
         now = other_sessions(self.config.project_dir,  # type: ignore[arg-type]
                              {source.name, self.candidate.name})
         changed = sorted(n for n, sig in now.items() if others.get(n) != sig)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runtime.errors import ConfigError
 
@@ -56,7 +56,29 @@ def open_door(config: Config) -> Door:
 
         return PointerDoor.from_config(config)
     if name == "systemd":
-        from runtime.doors.systemd import SystemdDoor  # type: ignore[import-not-found]
+        from runtime.doors.systemd import SystemdDoor
 
-        return SystemdDoor.from_config(config)  # type: ignore[no-any-return]
+        return SystemdAdapter(SystemdDoor.from_config(config))
     raise ConfigError(f"switch.door: unknown door {name!r}")
+
+
+class SystemdAdapter:
+    """The systemd door seen through this protocol: MainPID is the claude pid."""
+
+    name = "systemd"
+
+    def __init__(self, door: Any) -> None:
+        self.door = door
+
+    def identity(self) -> str:
+        return str(self.door.identity())
+
+    def process_pid(self, identity: str) -> int | None:
+        return int(identity) if identity.isdigit() else None
+
+    def screen(self) -> str:
+        return ""
+
+    def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
+        del resume_argv, workdir  # tl-launch builds the argv and the unit sets the cwd
+        self.door.switch(session_id)

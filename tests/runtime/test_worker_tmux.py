@@ -1,0 +1,186 @@
+# ruff: noqa: F811 - the tmux_server fixture is imported by name and injected as a parameter
+"""The whole switch through a real tmux server: request → Stop → worker → respawn → health."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from runtime import ops
+from runtime.identity import cmdline
+from tests.fixtures.standin_claude import append_events, exchange, last_uuid
+from tests.fixtures.switch_world import CHANNEL, World, tmux_world
+from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.real_tmux
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def request(world: World) -> str:
+    result = ops.request(world.config, "test rebuild", "REBUILD", session_id=world.old_session)
+    return str(result["operation_id"])
+
+
+def test_request_stop_worker_respawn_health_ends_activated(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",))
+    world.start_pane(tmux_server)
+    before_pid = tmux_server.pane_pid(world.target)
+    before_digest = digest(world.transcript)
+    op_id = request(world)
+
+    world.send("stop")  # the hook runs inside the pane's process tree, like Claude Code's
+
+    assert world.wait_state(op_id) == "activated"
+    op = world.store.read(op_id)
+    new_id = op.fact("new_session_id")
+    after_pid = tmux_server.pane_pid(world.target)
+    assert after_pid != before_pid
+    argv = cmdline(after_pid)
+    assert argv is not None and new_id in argv and all(flag in argv for flag in CHANNEL)
+    assert os.readlink(f"/proc/{after_pid}/cwd") == str(world.workdir)
+    assert digest(world.transcript) == before_digest
+    backup = Path(op.fact("backup"))
+    assert digest(backup) == before_digest
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    assert stat.S_IMODE(backup.parent.stat().st_mode) == 0o700
+    phases = world.events(op_id)
+    for phase in ("scheduled", "worker_spawned", "worker_started", "stable", "frozen",
+                  "identity", "built", "verified", "activating", "rechecked", "switched",
+                  "health", "activated"):
+        assert phase in phases
+    hook_runs = [json.loads(line) for line in world.record.read_text().splitlines()
+                 if '"hook"' in line]
+    assert hook_runs and hook_runs[0]["rc"] == 0 and hook_runs[0]["stdout"].strip() == "{}"
+
+
+def test_worker_survives_the_respawn_of_the_pane_it_was_started_from(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated"
+    op = world.store.read(op_id)
+    spawner = world.starts()[0]["pid"]
+    assert op.worker is not None and op.worker["pid"] != spawner
+    # The worker wrote the last phase after its grandparent (the old claude) was killed.
+    assert not os.path.exists(f"/proc/{spawner}")
+    assert world.events(op_id)[-1] == "activated"
+
+
+def test_audit_records_hold_no_conversation_text(tmp_path: Path, tmux_server: TmuxServer) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated"
+    audit = (world.state_dir / "operations" / f"{op_id}.json").read_text()
+    audit += (world.state_dir / "operations" / f"{op_id}.events.jsonl").read_text()
+    for word in ("blue door", "4711", "reply to"):
+        assert word not in audit
+    assert "blue door" in Path(world.store.read(op_id).fact("backup")).read_text()
+
+
+def test_resume_argv_without_a_channel_flag_fails_health_and_resumes_the_old_session(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server, resume_channels=())
+    world.start_pane(tmux_server)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "rolled_back"
+    op = world.store.read(op_id)
+    assert op.failure is not None and "missing channel flag" in op.failure["message"]
+    argv = cmdline(tmux_server.pane_pid(world.target))
+    assert argv is not None and world.old_session in argv
+    health = [e for e in world.store.events(op_id) if e["phase"] == "health"][0]
+    assert health["ok"] is False and health["missing_channel_flags"]
+
+
+def test_candidate_changed_after_verification_fails_before_the_switch(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    gate = tmp_path / "gate"
+    world.start_pane(tmux_server)
+    before_pid = tmux_server.pane_pid(world.target)
+    op_id = request(world)
+    assert world.hook(extra_env={"THREADLINE_WORKER_FAULT": f"pause:verified:{gate}"}
+                      ).returncode == 0
+    wait_for(lambda: Path(str(gate) + ".reached").exists(), what="worker paused")
+    candidate = Path(world.store.read(op_id).fact("candidate_path"))
+    candidate.unlink()
+    gate.touch()
+    assert world.wait_state(op_id) == "failed"
+    assert world.store.read(op_id).failure["code"] == "candidate_changed"  # type: ignore[index]
+    assert tmux_server.pane_pid(world.target) == before_pid
+
+
+def test_new_process_exiting_with_no_conversation_found_is_rolled_back(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server)
+    op_id = request(world)
+    gate = tmp_path / "gate"
+    world.hook(extra_env={"THREADLINE_WORKER_FAULT": f"pause:switch:{gate}"})
+    wait_for(lambda: Path(str(gate) + ".reached").exists(), what="worker at the switch")
+    candidate = Path(world.store.read(op_id).fact("candidate_path"))
+    candidate.unlink()  # after every check: the new claude will not find its session
+    gate.touch()
+    assert world.wait_state(op_id) == "rolled_back"
+    op = world.store.read(op_id)
+    assert op.failure is not None
+    argv = cmdline(tmux_server.pane_pid(world.target))
+    assert argv is not None and world.old_session in argv
+
+
+def test_session_said_after_activation_is_counted_before_rollback_and_rollback_resumes_old(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated"
+    new_id = world.store.read(op_id).fact("new_session_id")
+    new_file = world.project_dir / f"{new_id}.jsonl"
+    append_events(new_file, exchange(new_id, "one more thing", "ok", last_uuid(new_file),
+                                     str(world.workdir)))
+    result = ops.rollback_request(world.config, op_id, "ROLLBACK")
+    assert result["state"] == "rollback_pending" and result["turns_since_switch"] == 1
+    world.hook(session_id=world.old_session)  # the old session no longer runs: ignored
+    assert world.store.read(op_id).state.value == "rollback_pending"
+    world.hook(session_id=new_id)
+    assert world.wait_state(op_id) == "rolled_back"
+    argv = cmdline(tmux_server.pane_pid(world.target))
+    assert argv is not None and world.old_session in argv and all(f in argv for f in CHANNEL)
+
+
+def test_rollback_refuses_when_the_pane_was_replaced_after_activation(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated"
+    new_id = world.store.read(op_id).fact("new_session_id")
+    tmux_server.cmd("respawn-pane", "-k", "-t", world.target, "sleep 600")
+    ops.rollback_request(world.config, op_id, "ROLLBACK")
+    world.hook(session_id=new_id)
+    assert world.wait_state(op_id) == "failed"
+    op = world.store.read(op_id)
+    assert op.failure is not None and op.failure["code"] == "session_conflict"
+    assert "sleep" in " ".join(cmdline(tmux_server.pane_pid(world.target)) or ())
