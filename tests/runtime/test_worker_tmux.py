@@ -184,3 +184,90 @@ def test_rollback_refuses_when_the_pane_was_replaced_after_activation(
     op = world.store.read(op_id)
     assert op.failure is not None and op.failure["code"] == "session_conflict"
     assert "sleep" in " ".join(cmdline(tmux_server.pane_pid(world.target)) or ())
+
+
+def paused_world(tmp_path: Path, tmux: TmuxServer, phase: str = "verified",
+                 **kwargs: object) -> tuple[World, str, Path, int]:
+    """A world whose worker waits at ``phase`` until the returned gate file exists."""
+    world = tmux_world(tmp_path, tmux, **kwargs)  # type: ignore[arg-type]
+    world.start_pane(tmux)
+    pid = tmux.pane_pid(world.target)
+    op_id = request(world)
+    gate = tmp_path / "gate"
+    assert world.hook(extra_env={"THREADLINE_WORKER_FAULT": f"pause:{phase}:{gate}"}
+                      ).returncode == 0
+    wait_for(lambda: Path(str(gate) + ".reached").exists(), what=f"worker paused at {phase}")
+    return world, op_id, gate, pid
+
+
+def test_source_changed_after_freeze_fails_and_switches_nothing(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world, op_id, gate, pid = paused_world(tmp_path, tmux_server)
+    candidate = Path(world.store.read(op_id).fact("candidate_path"))
+    world.send("say a late word")
+    wait_for(lambda: "said: a late word" in tmux_server.capture(world.target), what="late turn")
+    gate.touch()
+    assert world.wait_state(op_id) == "failed"
+    op = world.store.read(op_id)
+    assert op.failure is not None and op.failure["code"] == "source_changed"
+    assert tmux_server.pane_pid(world.target) == pid
+    assert not candidate.exists()  # the unused candidate is removed
+
+
+def test_pane_replaced_by_a_third_party_is_a_session_conflict(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world, op_id, gate, _ = paused_world(tmp_path, tmux_server)
+    tmux_server.cmd("respawn-pane", "-k", "-t", world.target, "sleep 600")
+    third = tmux_server.pane_pid(world.target)
+    gate.touch()
+    assert world.wait_state(op_id) == "failed"
+    op = world.store.read(op_id)
+    assert op.failure is not None and op.failure["code"] == "session_conflict"
+    assert tmux_server.pane_pid(world.target) == third
+
+
+def test_empty_identity_is_a_conflict_never_a_match(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server, target="nowhere:0.0")
+    world.start_pane(tmux_server)
+    pid = tmux_server.pane_pid(world.target)
+    op_id = request(world)
+    assert world.hook().returncode == 0
+    assert world.wait_state(op_id) == "failed"
+    op = world.store.read(op_id)
+    assert op.failure is not None and op.failure["code"] == "session_conflict"
+    assert "nowhere:0.0" in op.failure["message"]
+    assert tmux_server.pane_pid(world.target) == pid
+    assert not any(p.name != world.transcript.name for p in world.project_dir.glob("*.jsonl"))
+
+
+def test_another_transcript_becoming_active_after_freeze_is_a_conflict(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world, op_id, gate, pid = paused_world(tmp_path, tmux_server)
+    other = world.project_dir / "99999999-0000-4000-8000-000000000000.jsonl"
+    other.write_text("{}\n")
+    gate.touch()
+    assert world.wait_state(op_id) == "failed"
+    op = world.store.read(op_id)
+    assert op.failure is not None and op.failure["code"] == "session_conflict"
+    assert other.name in op.failure["message"]
+    assert tmux_server.pane_pid(world.target) == pid
+
+
+def test_own_candidate_is_never_mistaken_for_another_session(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world, op_id, gate, _ = paused_world(tmp_path, tmux_server)
+    op = world.store.read(op_id)
+    candidate = Path(op.fact("candidate_path"))
+    frozen = [e for e in world.store.events(op_id) if e["phase"] == "frozen"][0]
+    assert candidate.stat().st_mtime_ns > world.transcript.stat().st_mtime_ns
+    assert frozen["other_sessions"] == 0
+    gate.touch()
+    assert world.wait_state(op_id) == "activated"
+    rechecked = [e for e in world.store.events(op_id) if e["phase"] == "rechecked"][0]
+    assert rechecked["candidate_excluded"] == candidate.name
