@@ -17,7 +17,7 @@ PROG = "tl-provision"
 
 
 def apply_tasks(restart_claude: bool = False) -> list:
-    """The ordered task list of ``apply`` (StopHook / McpServer / McpTools when installed)."""
+    """The ordered task list of ``apply``; the settings / MCP tasks join when installed."""
     from provision.manifest import Manifest
     from provision.tasks.files import Directories, LaunchDropIn, RunnerWrapper, RuntimeConfig
     from provision.tasks.launcher import HostFacts, LaunchCommand, RestartClaude, ResumeCommand
@@ -34,11 +34,15 @@ def apply_tasks(restart_claude: bool = False) -> list:
     try:
         from provision.tasks.mcp import McpServer, McpTools
 
-        tasks.append(McpServer())
-        tasks.append(Verify())
-        tasks.append(McpTools())
+        tasks += [McpServer(), Verify(), McpTools()]
     except ImportError:
         tasks.append(Verify())
+    try:
+        from provision.tasks.settings import StopHookPersists
+
+        tasks.append(StopHookPersists())
+    except ImportError:
+        pass
     tasks += [Manifest(), RestartClaude(restart_claude)]
     return tasks
 
