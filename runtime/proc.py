@@ -79,7 +79,7 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in the same dir, fsync, rename, fsync dir."""
+    """Write ``data`` to ``path`` atomically: temp file in its dir, fsync, rename, fsync dir."""
     target = Path(path)
     directory = target.parent
     try:

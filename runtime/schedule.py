@@ -62,7 +62,7 @@ def _schedule_rebuild(config: Config, store: Store, op: Operation, payload: dict
                       session_id: str) -> Operation | None:
     problem, transcript = _transcript(config, payload, session_id)
     if problem:
-        if not session_id and not op.bound_session_id:
+        if not op.bound_session_id:  # unbound: wait for a Stop that names a usable session
             store.event(op.operation_id, "stop_ignored", state=op.state.value, reason=problem)
             return None
         return _fail(store, op, "bad_stop_payload", problem)

@@ -39,8 +39,13 @@ def now_iso() -> str:
 
 
 def new_operation_id() -> str:
-    """A sortable id: UTC time plus random hex (``op-20261203T061312Z-3fa9c1``)."""
-    return "op-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+    """A sortable id: UTC time to the microsecond plus random hex.
+
+    Example: ``op-20261203T061312.123456Z-3fa9c1``.
+    """
+    t = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+    return f"op-{stamp}-{secrets.token_hex(3)}"
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,9 @@ class Store:
                 bound_session_id=bound_session_id, door=door,
                 facts=MappingProxyType(dict(facts or {})),
             )
-            while self.record_path(op.operation_id).exists():
+            newest = max(self.ids(), default="")
+            while op.operation_id <= newest or self.record_path(op.operation_id).exists():
+                time.sleep(0.000001)  # ids sort in creation order, even within one microsecond
                 op = replace(op, operation_id=new_operation_id())
             self._write(op)
             self.event(op.operation_id, "created", state=state.value,

@@ -1,0 +1,153 @@
+"""The Operations API and its CLI: confirmation words, coalescing, one active operation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from runtime import ops
+from runtime.config import Config
+from runtime.errors import BusyError, ConfigError, ConfirmationError, IllegalTransitionError
+from runtime.state import State
+from tests.fixtures.switch_world import TL_REBUILD, World, make_world
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return make_world(tmp_path)
+
+
+@pytest.mark.parametrize("word", [None, "", "rebuild", "YES", "REBUILD "])
+def test_request_without_the_exact_word_is_refused_and_writes_nothing(
+    world: World, word: str | None
+) -> None:
+    with pytest.raises(ConfirmationError, match="'REBUILD'"):
+        ops.request(world.config, "why", word)  # type: ignore[arg-type]
+    assert not world.state_dir.exists()
+
+
+def test_request_registers_a_pending_operation_bound_to_its_session(world: World) -> None:
+    result = ops.request(world.config, "context full", "REBUILD", session_id="s-1", source="mcp")
+    assert result["state"] == "pending" and result["bound_session_id"] == "s-1"
+    assert result["reasons"] == ["context full"] and "after this turn" in result["message"]
+    op = world.store.read(result["operation_id"])
+    assert op.reasons[0]["source"] == "mcp"
+
+
+def test_pending_requests_coalesce_their_reasons_into_one_operation(world: World) -> None:
+    first = ops.request(world.config, "one", "REBUILD", session_id="s-1")
+    second = ops.request(world.config, "two", "REBUILD", source="cli")
+    assert second["operation_id"] == first["operation_id"]
+    assert second["reasons"] == ["one", "two"] and "coalesced" in second["message"]
+    assert len(world.store.ids()) == 1
+
+
+def test_request_for_another_session_while_one_is_pending_is_busy(world: World) -> None:
+    ops.request(world.config, "one", "REBUILD", session_id="s-1")
+    with pytest.raises(BusyError, match="'s-1'"):
+        ops.request(world.config, "two", "REBUILD", session_id="s-2")
+
+
+def test_request_while_a_worker_runs_is_busy(world: World) -> None:
+    op_id = ops.request(world.config, "one", "REBUILD")["operation_id"]
+    world.store.transition(op_id, State.SCHEDULED, phase="scheduled",
+                           worker={"pid": 1, "start_time": None})
+    with pytest.raises(BusyError, match="'scheduled'"):
+        ops.request(world.config, "two", "REBUILD")
+
+
+def test_operations_need_a_state_dir(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="state_dir"):
+        ops.request(Config(), "why", "REBUILD")
+
+
+def test_cancel_needs_its_word_and_only_cancels_pending_work(world: World) -> None:
+    op_id = ops.request(world.config, "one", "REBUILD")["operation_id"]
+    with pytest.raises(ConfirmationError, match="'CANCEL'"):
+        ops.cancel(world.config, op_id, "REBUILD")
+    assert world.store.read(op_id).state == State.PENDING
+    assert ops.cancel(world.config, op_id, "CANCEL")["state"] == "cancelled"
+    with pytest.raises(IllegalTransitionError, match="'cancelled'"):
+        ops.cancel(world.config, op_id, "CANCEL")
+
+
+def test_rollback_needs_its_word_and_an_activated_operation(world: World) -> None:
+    op_id = ops.request(world.config, "one", "REBUILD")["operation_id"]
+    with pytest.raises(ConfirmationError, match="'ROLLBACK'"):
+        ops.rollback_request(world.config, op_id, "yes")
+    ops.cancel(world.config, op_id, "CANCEL")
+    with pytest.raises(IllegalTransitionError, match="only an activated"):
+        ops.rollback_request(world.config, op_id, "ROLLBACK")
+
+
+def test_status_and_list_report_the_operation_and_its_timeline(world: World) -> None:
+    assert ops.status(world.config)["state"] is None
+    op_id = ops.request(world.config, "one", "REBUILD")["operation_id"]
+    status = ops.status(world.config)
+    assert status["operation_id"] == op_id and status["worker_status"] == "none"
+    assert [e["phase"] for e in status["events"]] == ["created"]
+    assert [row["operation_id"] for row in ops.list_operations(world.config)] == [op_id]
+
+
+def test_gc_keeps_the_newest_finished_operations(world: World) -> None:
+    ids = []
+    for n in range(4):
+        op_id = ops.request(world.config, f"r{n}", "REBUILD")["operation_id"]
+        ops.cancel(world.config, op_id, "CANCEL")
+        ids.append(op_id)
+    result = ops.gc(world.config, keep=1)
+    assert result["deleted"] == ids[:3] and world.store.ids() == ids[3:]
+
+
+def test_cli_request_with_a_wrong_word_exits_1_and_writes_nothing(world: World) -> None:
+    done = world.cli("request", "--reason", "x", "--confirm", "nope")
+    assert done.returncode == 1
+    assert done.stderr.startswith("tl-rebuild: error: request needs the confirmation word")
+    assert not world.state_dir.exists()
+
+
+def test_cli_request_status_list_cancel_print_json_and_tables(world: World) -> None:
+    done = world.cli("request", "--reason", "from cli", "--confirm", "REBUILD", "--json")
+    assert done.returncode == 0, done.stderr
+    op_id = json.loads(done.stdout)["operation_id"]
+    status = json.loads(world.cli("status", "--json").stdout)
+    assert status["operation_id"] == op_id and status["reasons"][0]["reason"] == "from cli"
+    table = world.cli("status").stdout
+    assert "operation_id" in table and "created" in table
+    assert op_id in world.cli("list").stdout
+    assert json.loads(world.cli("list", "--json").stdout)[0]["state"] == "pending"
+    cancel = world.cli("cancel", "--operation", op_id, "--confirm", "CANCEL", "--json")
+    assert json.loads(cancel.stdout)["state"] == "cancelled"
+    assert "deleted" in world.cli("gc", "--keep", "5").stdout
+
+
+def test_concurrent_requests_from_cli_processes_api_threads_and_hooks_make_one_operation(
+    world: World,
+) -> None:
+    argv = [TL_REBUILD, "request", "--confirm", "REBUILD", "--json",
+            "--config", str(world.config_path)]
+    procs = [subprocess.Popen([*argv, "--reason", f"cli-{n}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for n in range(4)]
+    hooks = [subprocess.Popen([TL_REBUILD, "hook-stop", "--config", str(world.config_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results: list[dict] = []
+    threads = [threading.Thread(target=lambda n=n: results.append(
+        ops.request(world.config, f"api-{n}", "REBUILD", source="mcp"))) for n in range(4)]
+    for t in threads:
+        t.start()
+    for h in hooks:
+        h.communicate(json.dumps({"session_id": "someone-else", "hook_event_name": "Stop"}))
+    for t in threads:
+        t.join()
+    outs = [json.loads(p.communicate()[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs) and all(h.returncode == 0 for h in hooks)
+    ids = {r["operation_id"] for r in results} | {o["operation_id"] for o in outs}
+    assert len(ids) == 1 and world.store.ids() == list(ids)
+    reasons = [r["reason"] for r in world.store.read(ids.pop()).reasons]
+    assert sorted(reasons) == sorted([f"cli-{n}" for n in range(4)] +
+                                     [f"api-{n}" for n in range(4)])
