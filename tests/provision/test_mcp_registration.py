@@ -10,6 +10,7 @@ import getpass
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -274,8 +275,6 @@ server.run("stdio")
 def _stand_in(tmp_path: Path, tools) -> tuple[str, ...]:
     path = tmp_path / "stand_in_server.py"
     path.write_text(STAND_IN_SERVER)
-    import sys
-
     return (sys.executable, str(path), *tools)
 
 
@@ -312,3 +311,26 @@ def test_tools_check_fails_naming_missing_tools_and_passes_with_all_seven(sandbo
     facts = task.facts(LocalHost(), ctx())
     assert task.plan(facts, ctx()) == []
     assert task.ok_message(facts, ctx()) == "MCP server lists its 7 tools over stdio"
+
+
+@pytest.mark.real_claude
+def test_registered_real_server_lists_the_seven_tools_and_claude_connects_to_it(
+        tmp_path, claude_bin):  # noqa: F811 - pytest fixture
+    """The real ``tl-rebuild mcp``: our verifier and claude's own health check both reach it."""
+    home, workdir, state = tmp_path / "home", tmp_path / "work", tmp_path / "state"
+    for folder in (home, workdir, state):
+        folder.mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(f'state_dir = "{state}"\nworkdir = "{workdir}"\n')
+    prefix = Path(sys.executable).parent.parent  # the installation running this test
+    if not (prefix / "bin" / "tl-rebuild").exists():
+        pytest.fail(f"tl-rebuild console script not found beside {sys.executable}")
+    ctx = Context(profile=_profile(home, workdir, str(config), prefix, claude_bin))
+    _apply(McpServer(), LocalHost(), ctx)
+    registration = McpServer().facts(LocalHost(), ctx)
+    assert registration.get.connected, registration.get.status
+    task = McpTools()
+    facts = task.facts(LocalHost(), ctx)
+    assert sorted(facts.tools) == sorted(EXPECTED_TOOLS)
+    assert facts.argv[-3:] == ("mcp", "--config", str(config))
+    assert task.plan(facts, ctx) == []
