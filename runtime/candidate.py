@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 
-from runtime import proc
 from runtime.config import Config
 from runtime.dirty import Ledger
 from runtime.errors import BlockedError, NothingToCarryError
@@ -187,6 +186,8 @@ def write(build: Build, directory: Path) -> Path:
         )
     if build.blocked_reason is not None:
         raise BlockedError(f"rebuild of {str(build.source)!r} is blocked: {build.blocked_reason}")
+    from runtime import proc  # only writing needs the machine door
+
     target = Path(directory) / f"{build.new_session_id}.jsonl"
     data = b"".join(orjson.dumps(item) + b"\n" for item in build.items)
     proc.atomic_write(target, data, mode=0o600)

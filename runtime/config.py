@@ -7,13 +7,10 @@ explicit ``--transcript``. Validation reports every problem at once, each naming
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +150,8 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
     """Read, validate and freeze the config at ``path``; ``None`` gives every default."""
     if path is None:
         return Config()
+    import tomllib
+
     source = Path(path).expanduser()
     try:
         raw = source.read_bytes()
@@ -205,6 +204,9 @@ def _path(value: str | None) -> Path | None:
 
 
 def _schema() -> dict[str, Any]:
+    import json
+    from importlib import resources
+
     text = resources.files("runtime.schema").joinpath("config.schema.json").read_text("utf-8")
     return json.loads(text)
 

@@ -8,7 +8,6 @@ tool call) are split by block sizes; nothing is re-serialised for whole lines.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 NOISE_CATEGORIES: tuple[str, ...] = (
@@ -25,15 +24,15 @@ NOISE_CATEGORIES: tuple[str, ...] = (
 )
 
 
-@dataclass
 class Ledger:
     """Running byte counts of one transcript read (mutable while reading, then reported)."""
 
-    noise: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NOISE_CATEGORIES, 0))
-    other_by_type: Counter[str] = field(default_factory=Counter)
-    conversation_bytes: int = 0
-    malformed_bytes: int = 0
-    image_seen: bool = False
+    def __init__(self) -> None:
+        self.noise: dict[str, int] = dict.fromkeys(NOISE_CATEGORIES, 0)
+        self.other_by_type: Counter[str] = Counter()
+        self.conversation_bytes = 0
+        self.malformed_bytes = 0
+        self.image_seen = False
 
     def add(self, category: str, nbytes: int) -> None:
         self.noise[category] += nbytes

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from runtime import candidate
 from runtime.config import Config
 from runtime.errors import TranscriptError
 from runtime.paths import latest_transcript
@@ -33,6 +32,8 @@ def plan_report(
     path: str | os.PathLike[str] | None, config: Config, progress: Progress | None = None
 ) -> dict[str, Any]:
     """What a rebuild of ``path`` would carry, what it would leave, and the dirty ledger."""
+    from runtime import candidate  # not needed by dirty: keep its start-up lean
+
     source = pick_transcript(path, config)
     built = candidate.build(source, config, progress=progress)
     stats = built.stats()

@@ -1,5 +1,8 @@
 """What counts as speech, as data: compiled rules from the config and the utterance record.
 
+(Plain classes and a NamedTuple rather than dataclasses: this module is on the start-up path
+of ``plan``/``dirty``, whose speed target leaves little room for class generation.)
+
 ``SpeechRules`` holds everything the classifier needs that the config can change — injected
 tags, reply tools, chat ids, speech tools — compiled once. ``Utterance`` is one carried piece
 of speech with the source fields the candidate keeps.
@@ -8,9 +11,8 @@ of speech with the source fields the candidate keeps.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from runtime.config import RebuildConfig
 
@@ -39,9 +41,8 @@ def valid_timestamp(value: Any) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class Utterance:
-    """One piece of speech to carry, with the source fields the candidate keeps."""
+class Utterance(NamedTuple):
+    """One piece of speech to carry, with the source fields the candidate keeps (immutable)."""
 
     kind: str
     role: str
@@ -58,15 +59,24 @@ class Utterance:
     model: Any
 
 
-@dataclass(frozen=True)
 class SpeechRules:
-    """Compiled speech rules of one config."""
+    """Compiled speech rules of one config (read-only after construction)."""
 
-    injected: re.Pattern[str]
-    reply_tool: re.Pattern[str]
-    reply_argument: str
-    reply_chat_ids: frozenset[str]
-    speech_tools: dict[str, tuple[str, ...]]
+    __slots__ = ("injected", "reply_tool", "reply_argument", "reply_chat_ids", "speech_tools")
+
+    def __init__(
+        self,
+        injected: re.Pattern[str],
+        reply_tool: re.Pattern[str],
+        reply_argument: str,
+        reply_chat_ids: frozenset[str],
+        speech_tools: dict[str, tuple[str, ...]],
+    ) -> None:
+        self.injected = injected
+        self.reply_tool = reply_tool
+        self.reply_argument = reply_argument
+        self.reply_chat_ids = reply_chat_ids
+        self.speech_tools = speech_tools
 
     @classmethod
     def from_config(cls, rebuild: RebuildConfig) -> SpeechRules:
@@ -144,7 +154,7 @@ class SpeechRules:
             return None
         if self.reply_tool.search(name):
             text = arguments.get(self.reply_argument)
-            if type(text) is str and text.strip() and self._chat_allowed(arguments):
+            if type(text) is str and text and not text.isspace() and self._chat_allowed(arguments):
                 return "channel_reply", text
             return None
         keys = self.speech_tools.get(name)
@@ -153,7 +163,7 @@ class SpeechRules:
         value: Any = arguments
         for key in keys:
             value = value.get(key) if type(value) is dict else None
-        if type(value) is str and value.strip():
+        if type(value) is str and value and not value.isspace():
             return "speech_tool", value
         return None
 

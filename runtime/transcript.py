@@ -2,9 +2,10 @@
 
 ``scan`` reads the file once, line by line (memory bounded by the largest line), parses each
 line with orjson, and hands every event to ``Classifier``: an allowlist of speech (SPEC §3.2)
-that tells the turn builder what was said and attributes every line's bytes to the dirty
-ledger. Everything it does not carry is counted, by type and by reason; nothing is dropped
-silently and no event type makes it fail.
+that tells the sink (``runtime.turns.TurnBuilder``) what was said and attributes every line's
+bytes to the dirty ledger. Everything it does not carry is counted, by type and by reason;
+nothing is dropped silently and no event type makes it fail. Plain classes (no dataclasses)
+keep the start-up of ``dirty`` lean.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import os
 import stat
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -24,39 +24,30 @@ from runtime.dirty import Ledger
 from runtime.errors import OutsideProjectError, TranscriptError
 from runtime.speech import SpeechRules, Utterance, valid_timestamp
 
+if TYPE_CHECKING:
+    from runtime.turns import TurnBuilder as Sink
+
 MALFORMED_SAMPLE = 20
 Progress = Callable[[int, int], None]
 
 
-class Sink(Protocol):
-    """What the classifier tells the turn builder (runtime.turns.TurnBuilder)."""
-
-    def human(self, utt: Utterance) -> None: ...
-    def slash(self, utt: Utterance) -> None: ...
-    def assistant(self, utt: Utterance) -> None: ...
-    def model_activity(self) -> None: ...
-    def local_output(self) -> None: ...
-    def compact_summary(self, utt: Utterance, covered: bool) -> None: ...
-    def snapshot(self, utt: Utterance) -> None: ...
-
-
-@dataclass
 class ReadStats:
     """What the reader saw: lines, bytes, malformed lines, ignored events by type and reason."""
 
-    lines: int = 0
-    bytes: int = 0
-    events: int = 0
-    blank_lines: int = 0
-    malformed: int = 0
-    malformed_non_utf8: int = 0
-    malformed_lines: list[int] = field(default_factory=list)
-    partial_tail: bool = False
-    types: Counter[str] = field(default_factory=Counter)
-    ignored_types: Counter[str] = field(default_factory=Counter)
-    ignored_reasons: Counter[str] = field(default_factory=Counter)
-    speech: Counter[str] = field(default_factory=Counter)
-    timestamps_replaced: int = 0
+    def __init__(self) -> None:
+        self.lines = 0
+        self.bytes = 0
+        self.events = 0
+        self.blank_lines = 0
+        self.malformed = 0
+        self.malformed_non_utf8 = 0
+        self.malformed_lines: list[int] = []
+        self.partial_tail = False
+        self.types: Counter[str] = Counter()
+        self.ignored_types: Counter[str] = Counter()
+        self.ignored_reasons: Counter[str] = Counter()
+        self.speech: Counter[str] = Counter()
+        self.timestamps_replaced = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -204,12 +195,13 @@ class Classifier:
         kind = event.get("type")
         kind = kind if isinstance(kind, str) else "(no type)"
         stats.types[kind] += 1
-        uuid = event.get("uuid")
-        if type(uuid) is str:
-            self.seen_uuids.add(uuid)
-        stamp = event.get("timestamp")
-        if stamp is not None and valid_timestamp(stamp):
-            self.last_timestamp = stamp
+        if self.sink is not None:  # ids and times matter only when building a candidate
+            uuid = event.get("uuid")
+            if type(uuid) is str:
+                self.seen_uuids.add(uuid)
+            stamp = event.get("timestamp")
+            if stamp is not None and valid_timestamp(stamp):
+                self.last_timestamp = stamp
         if event.get("isSidechain") is True:
             self._ignore(kind, "sidechain", "sidechain", size)
         elif kind == "assistant":
@@ -275,7 +267,7 @@ class Classifier:
             btype = block.get("type")
             if btype == "text":
                 text = block.get("text")
-                if type(text) is str and text.strip():
+                if type(text) is str and text and not text.isspace():
                     spoken.append(("assistant_text", text))
                     categories.append(("", 0))
                 else:
@@ -428,7 +420,7 @@ class Classifier:
         for text in texts:
             left, cut = rules.strip_injected(text)
             removed += cut
-            if left.strip():
+            if left and not left.isspace():
                 kept.append(left)
         ledger = self.ledger
         ledger.add("image", image_bytes)
@@ -461,7 +453,7 @@ class Classifier:
         covered = self.boundary_seen and self.boundary_parent in self.seen_uuids
         self._ignore("user", "compact_summary", "other", size)
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
-        if self.sink is not None and text.strip():
+        if self.sink is not None and text and not text.isspace():
             self.sink.compact_summary(
                 self._utterance(event, "compact_summary", "user", text), covered
             )
