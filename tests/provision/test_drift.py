@@ -1,0 +1,106 @@
+"""drift against a real tmux deployment after a real apply: clean, then each kind of drift."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from provision import engine
+from provision.cli import main
+from provision.drift import check_drift
+from provision.errors import ManifestError
+from provision.host import LocalHost
+from provision.profile import load_profile
+from provision.result import Context
+from tests.fixtures.claude_cli import claude_bin, claude_env  # noqa: F401 - fixture
+from tests.provision.conftest import LAUNCH_FLAGS, Deployment
+from tests.provision.test_apply_tmux import _tasks, ready  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
+
+
+@pytest.fixture
+def applied(ready: Deployment) -> Deployment:  # noqa: F811
+    profile = load_profile(ready.profile_path)
+    tasks = [t for t in _tasks() if t.name != "McpTools"]
+    report = engine.run(tasks, LocalHost(profile.host), Context(profile))
+    assert report.exit_code == 0, [r.message for r in report.results]
+    return ready
+
+
+def _drift(d: Deployment) -> list:
+    profile = load_profile(d.profile_path)
+    return check_drift(LocalHost(profile.host), profile)
+
+
+def test_no_drift_right_after_apply(applied: Deployment, capsys) -> None:
+    assert main(["drift", str(applied.profile_path)]) == 0
+    assert "no drift since the last apply" in capsys.readouterr().out
+
+
+def test_respawn_with_other_flags_is_drift_naming_the_resume_argv(applied: Deployment,
+                                                                  capsys) -> None:
+    applied.start(("--continue", "--channels", "plugin:telegram@claude-plugins-official"),
+                  respawn=True)
+    rc = main(["drift", "--json", str(applied.profile_path)])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 1 and report["exit_code"] == 1
+    headline = report["findings"][0]
+    assert headline["check"] == "resume argv stale"
+    assert "server:companion" in headline["before"]
+    assert "server:companion" not in headline["after"]
+    assert any(f["check"] == "live channel flags changed" for f in report["findings"])
+
+
+def test_a_switch_to_another_session_is_not_drift(applied: Deployment) -> None:
+    resumed = ("--resume", "0b7c6f1e-1111-2222-3333-444455556666", *LAUNCH_FLAGS[1:])
+    applied.start(resumed, respawn=True)
+    assert _drift(applied) == []
+
+
+def test_hand_edited_config_and_removed_hook_are_drift(applied: Deployment) -> None:
+    with applied.config_path.open("a") as handle:
+        handle.write("# edited by hand\n")
+    settings = json.loads(applied.settings.read_text())
+    settings["hooks"]["Stop"] = [g for g in settings["hooks"]["Stop"]
+                                 if "tl-rebuild" not in json.dumps(g)]
+    applied.settings.write_text(json.dumps(settings))
+    checks = [f.check for f in _drift(applied)]
+    assert f"managed file edited: {applied.config_path}" in checks
+    assert any(c.startswith("Stop hook missing or altered") for c in checks)
+
+
+def test_invalid_settings_json_is_reported_not_overwritten(applied: Deployment) -> None:
+    applied.settings.write_text("{ // jsonc\n}")
+    findings = _drift(applied)
+    assert any(f.check == "settings.json invalid" for f in findings)
+    assert applied.settings.read_text() == "{ // jsonc\n}"
+
+
+def test_missing_session_store_is_drift(applied: Deployment) -> None:
+    from runtime.paths import encode_project_dir
+
+    store = applied.home / ".claude" / "projects" / encode_project_dir(str(applied.workdir))
+    store.rmdir()
+    assert any(f.check == "session store missing" for f in _drift(applied))
+
+
+def test_mcp_server_removed_is_drift(applied: Deployment, claude_bin: Path) -> None:  # noqa: F811
+    import subprocess
+
+    subprocess.run([str(claude_bin), "mcp", "remove", "--scope", "user", "threadline"],
+                   cwd=applied.workdir, env=claude_env(applied.home), check=True,
+                   capture_output=True, timeout=120)
+    findings = _drift(applied)
+    assert any("MCP server 'threadline' missing" in f.check and f.after == "absent"
+               for f in findings)
+
+
+def test_drift_without_a_manifest_is_an_error_exit_2(ready: Deployment, capsys) -> None:
+    profile = load_profile(ready.profile_path)
+    with pytest.raises(ManifestError, match="run 'tl-provision apply' first"):
+        check_drift(LocalHost(profile.host), profile)
+    assert main(["drift", str(ready.profile_path)]) == 2
+    assert "tl-provision: error: no manifest" in capsys.readouterr().err
