@@ -98,7 +98,8 @@ def test_mcp_server_removed_is_drift(applied: Deployment, claude_bin: Path) -> N
                for f in findings)
 
 
-def test_drift_without_a_manifest_is_an_error_exit_2(ready: Deployment, capsys) -> None:
+def test_drift_without_a_manifest_is_an_error_exit_2(ready: Deployment,  # noqa: F811
+                                                     capsys) -> None:
     profile = load_profile(ready.profile_path)
     with pytest.raises(ManifestError, match="run 'tl-provision apply' first"):
         check_drift(LocalHost(profile.host), profile)
