@@ -313,8 +313,15 @@ class McpTools(Task):
     def __init__(self, lister: ToolLister = list_mcp_tools) -> None:
         self.lister = lister
 
+    def skip_reason(self, ctx: Context) -> str | None:
+        earlier = ctx.facts_of(McpServer.name)
+        if earlier is not None and earlier.in_scope(earlier.scope) != earlier.wanted:
+            return (f"MCP server {earlier.name!r} is not registered as wanted in this run; "
+                    "nothing to list")
+        return None
+
     def facts(self, host: Host, ctx: Context) -> ToolsFacts:
-        registration = McpServer().facts(host, ctx)
+        registration = ctx.facts_of(McpServer.name) or McpServer().facts(host, ctx)
         spec = registration.in_scope(registration.scope) or registration.wanted
         if spec.type != "stdio" or not spec.command:
             raise McpRegistrationError(f"MCP server {registration.name!r} is not a stdio "

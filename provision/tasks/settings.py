@@ -168,6 +168,16 @@ class StopHookPersists(Task):
         self.pause = pause
         self.sleep = sleep
 
+    def skip_reason(self, ctx: Context) -> str | None:
+        earlier = ctx.facts_of(StopHook.name)
+        if earlier is None:
+            return None  # run on its own: check the file as it is
+        try:
+            pending = StopHook()._merge(earlier)[2]
+        except SettingsError:
+            return "settings.json could not be merged (see StopHook)"
+        return "Stop hook not in settings.json in this run; nothing to re-read" if pending else None
+
     def facts(self, host: Host, ctx: Context) -> SettingsFacts:
         self.sleep(self.pause)
         return StopHook().facts(host, ctx)

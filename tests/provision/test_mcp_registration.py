@@ -314,6 +314,26 @@ def test_tools_check_fails_naming_missing_tools_and_passes_with_all_seven(sandbo
 
 
 @pytest.mark.real_claude
+def test_tools_check_is_skipped_when_check_mode_did_not_register_the_server(sandbox, tmp_path):
+    from provision.engine import run
+    from provision.result import Status
+
+    _, _, _, ctx, _ = sandbox
+
+    def seven(argv, env, cwd, timeout):
+        return list_mcp_tools(_stand_in(tmp_path, EXPECTED_TOOLS), env, cwd, timeout)
+
+    context = ctx()
+    context.check = True
+    report = run([McpServer(), McpTools(seven)], LocalHost(), context)
+    assert [r.status for r in report.results] == [Status.CHANGED, Status.SKIPPED]
+    assert "is not registered as wanted in this run" in report.results[1].message
+    context.check, context.facts = False, {}
+    report = run([McpServer(), McpTools(seven)], LocalHost(), context)
+    assert [r.status for r in report.results] == [Status.CHANGED, Status.OK]
+
+
+@pytest.mark.real_claude
 def test_registered_real_server_lists_the_seven_tools_and_claude_connects_to_it(
         tmp_path, claude_bin):  # noqa: F811 - pytest fixture
     """The real ``tl-rebuild mcp``: our verifier and claude's own health check both reach it."""

@@ -421,3 +421,19 @@ def test_persistence_check_fails_when_a_session_rewrote_the_file_without_our_hoo
                                                                               timeout=1)]}]}})
     with pytest.raises(SettingsError, match=r"altered 2s after apply \(timeout\)"):
         check.plan(check.facts(host, ctx), ctx)
+
+
+def test_persistence_check_is_skipped_when_check_mode_did_not_write_the_hook(fake):
+    from provision.engine import run
+    from provision.result import Status
+    from provision.tasks.settings import StopHook, StopHookPersists
+
+    host, ctx = fake
+    ctx.check = True
+    report = run([StopHook(), StopHookPersists(sleep=lambda _: None)], host, ctx)
+    assert [r.status for r in report.results] == [Status.CHANGED, Status.SKIPPED]
+    assert report.results[1].message == (
+        "Stop hook not in settings.json in this run; nothing to re-read")
+    ctx.check, ctx.facts = False, {}
+    report = run([StopHook(), StopHookPersists(sleep=lambda _: None)], host, ctx)
+    assert [r.status for r in report.results] == [Status.CHANGED, Status.OK]
