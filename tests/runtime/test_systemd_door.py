@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from tests.fixtures.tmux import wait_for
 UNIT = "tl-door-test.service"
 OLD_ID = "11111111-1111-4111-8111-111111111111"
 NEW_ID = "22222222-2222-4222-8222-222222222222"
+CORPUS_TRANSCRIPT = "iansherr__claude-code-log__03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
 CHANNELS = ("--dangerously-load-development-channels", "server:companion")
 
 # /proc/self/cgroup texts captured on this machine kind (Debian 12, kernel 6.18, systemd 252).
@@ -104,7 +106,11 @@ while True:
     if os.path.exists(request):
         taken = request + ".%d" % os.getpid()
         os.rename(request, taken)
-        subprocess.run(json.load(open(taken)))  # claude waits for its Stop hook
+        hook = json.load(open(taken))
+        if isinstance(hook, list):
+            hook = {{"argv": hook}}
+        subprocess.run(hook["argv"], input=hook.get("stdin", "").encode(),
+                       stdout=subprocess.DEVNULL)  # claude waits for its Stop hook
     time.sleep(0.05)
 """
 
@@ -247,6 +253,13 @@ def make_session(sandbox: SystemdSandbox, work: Path, session_id: str) -> None:
     (folder / f"{session_id}.jsonl").write_text("{}\n")
 
 
+def run_hook(sandbox: SystemdSandbox, hook: dict[str, object]) -> None:
+    """Make the stand-in claude run a Stop hook (inside its unit's cgroup) and wait for it."""
+    request = sandbox.share / "run-hook.json.tmp"
+    request.write_text(json.dumps(hook))
+    request.rename(sandbox.share / "run-hook.json")  # atomic: claude never reads half a file
+
+
 def door_from_host(sandbox: SystemdSandbox, pointer: Path) -> SystemdDoor:
     """The door as the pytest process uses it: every systemctl runs inside the sandbox."""
     return SystemdDoor(UNIT, pointer, systemctl=(*sandbox.enter_argv(), "systemctl"))
@@ -292,9 +305,7 @@ def test_worker_escapes_the_unit_restarts_it_and_the_new_main_process_resumes_th
     (sandbox.share / "worker.py").write_text(
         f"import sys\nsys.argv[1:] = {worker_args!r}\n" + WORKER
     )
-    request = sandbox.share / "run-hook.json.tmp"
-    request.write_text(json.dumps(hook))
-    request.rename(sandbox.share / "run-hook.json")  # atomic: claude never reads half a file
+    run_hook(sandbox, {"argv": hook})
 
     wait_for(lambda: (sandbox.share / "worker.json").exists(), what="the escaped worker")
     plan = json.loads((sandbox.share / "hook.json").read_text())
@@ -417,3 +428,57 @@ def test_the_sandbox_never_touches_the_hosts_units(
     assert sandbox.exec("touch", "/etc/tl-guard-probe").returncode != 0  # host root is read-only
     with pytest.raises(AssertionError, match="not a unit file name"):
         sandbox.write_unit("../../../etc/systemd/system/evil.service", "")
+
+
+@pytest.mark.real_systemd
+def test_stop_hook_inside_the_unit_rebuilds_and_switches_it_to_activated(
+    running_unit: tuple[SystemdSandbox, Path, Path], corpus: Path
+) -> None:
+    """The real hook and worker: request → Stop inside the unit → escape → restart → activated."""
+    from runtime import ops
+    from runtime.config import load_config
+
+    sandbox, work, pointer = running_unit
+    project = sandbox.share / "cfg" / "projects" / encode_project_dir(str(work))
+    project.mkdir(parents=True)
+    source = project / f"{OLD_ID}.jsonl"
+    shutil.copyfile(corpus / CORPUS_TRANSCRIPT, source)
+    before = source.read_bytes()
+    config_path = sandbox.share / "threadline.toml"
+    config_path.write_text(
+        f'project_dir = "{project}"\nworkdir = "{work}"\nstate_dir = "{sandbox.share}/state"\n'
+        f'[switch]\ndoor = "systemd"\nhealthcheck_seconds = 1.0\nstable_seconds = 0.2\n'
+        f'channel_flags = {json.dumps(list(CHANNELS))}\n'
+        f'[switch.systemd]\nunit = "{UNIT}"\npointer_path = "{pointer}"\n'
+    )
+    config = load_config(config_path)
+    [old_claude] = claude_events(sandbox)
+    made = ops.request(config, "too much tool noise", "REBUILD", session_id=OLD_ID)
+    payload = {"session_id": OLD_ID, "transcript_path": str(source), "cwd": str(work),
+               "hook_event_name": "Stop", "stop_hook_active": False}
+    tl_rebuild = Path(sys.executable).parent / "tl-rebuild"
+    hook = ([str(tl_rebuild)] if tl_rebuild.exists() else [sys.executable, "-m", "runtime.cli"])
+    run_hook(sandbox, {"argv": [*hook, "hook-stop", "--config", str(config_path)],
+                       "stdin": json.dumps(payload)})
+
+    def settled() -> dict[str, object] | None:
+        status = ops.status(config, made["operation_id"])
+        return status if status["state"] in ("activated", "failed", "rolled_back") else None
+
+    status = wait_for(settled, timeout=60, what="the operation to settle")
+    assert isinstance(status, dict)
+    events = [e["phase"] for e in status["events"]]
+    assert status["state"] == "activated", (status.get("failure"), events)
+    [spawned] = [e for e in status["events"] if e["phase"] == "worker_spawned"]
+    assert spawned["escaped_unit"] == UNIT
+    assert spawned["argv"][1:5] == ["--scope", "-p", "KillMode=process",
+                                    f"--unit=tl-worker-{made['operation_id']}"]
+    new_id = pointer.read_text().strip()
+    assert new_id not in ("", OLD_ID) and (project / f"{new_id}.jsonl").is_file()
+    restarted = wait_for(lambda: len(claude_events(sandbox)) >= 2 and claude_events(sandbox),
+                         what="the restarted claude")
+    assert isinstance(restarted, list)
+    assert restarted[-1]["argv"] == ["--resume", new_id, *CHANNELS]
+    assert restarted[-1]["pid"] != old_claude["pid"]
+    assert sandbox.main_pid(UNIT) == restarted[-1]["pid"]
+    assert source.read_bytes() == before  # the old transcript is byte-identical
