@@ -1,0 +1,465 @@
+"""A user's machine in a temp folder, with the real Claude Code CLI running in a private tmux.
+
+``prepare_machine`` builds it the way a user's machine looks after onboarding — and only that; the
+product (``tl-provision apply``) adds its own pieces on top:
+
+- ``$HOME/.claude.json`` seeded with the state the CLI needs to start without dialogs (see
+  ``onboarding_state``): onboarding done, the dummy API key approved, the workdir trusted, and the
+  ``tengu_harbor`` feature flag cached so development channels load offline (with the env
+  ``CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF=1``). This is test-fixture state, never product;
+- ``$HOME/.claude/settings.json`` with permission rules for the tools the fake model calls, and a
+  recording Stop hook (appends each Stop payload as one JSON line to ``hook.jsonl``);
+- the test channel server (tests/e2e/channel_server.py) registered with the real
+  ``claude mcp add --scope user chan -- python channel_server.py …``.
+
+``ClaudePane`` starts interactive claude in a tmux server that the harness itself starts with the
+machine's environment (so ``respawn-pane`` by the product inherits the same environment), accepts
+the development-channels warning, types prompts, and finds the session id and transcript of the
+running process through ``$HOME/.claude/sessions/<pid>.json``. Everything is bounded by timeouts;
+every pid started is tracked and killed on ``close``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.fixtures.claude_cli import DUMMY_API_KEY, claude_env
+from tests.fixtures.tmux import TmuxServer, wait_for
+
+CHANNEL_NAME = "chan"
+CHANNEL_SERVER = Path(__file__).with_name("channel_server.py")
+CHANNEL_FLAGS = ("--dangerously-load-development-channels", f"server:{CHANNEL_NAME}")
+WARNING_TEXT = "I am using this for local development"
+NO_CONVERSATION = "No conversation found"
+# Tools the fake model calls in the scenarios; allowed so no permission dialog blocks a turn.
+ALLOWED_TOOLS = ("Bash", "ToolSearch", f"mcp__{CHANNEL_NAME}__reply", "mcp__threadline")
+
+RECORDING_HOOK = """#!{python}
+import json, os, sys, time
+payload = json.load(sys.stdin)
+record = {{"t": time.time(), "pid": os.getpid(), "ppid": os.getppid(), "payload": payload}}
+line = json.dumps(record)
+with open({log!r}, "a", encoding="utf-8") as handle:
+    handle.write(line + "\\n")
+"""
+
+
+def encode_cwd(cwd: str | os.PathLike[str]) -> str:
+    """The projects folder name of a cwd: every non-alphanumeric character becomes ``-``.
+
+    Kept here on purpose (not imported from runtime.paths): the harness is an independent oracle.
+    """
+    return re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
+
+
+def onboarding_state(workdir: Path, api_key: str = DUMMY_API_KEY) -> dict[str, Any]:
+    """The ``.claude.json`` keys that let 2.1.328 start in tmux with no dialog (test-only state)."""
+    return {
+        "hasCompletedOnboarding": True,
+        "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
+        "projects": {str(workdir): {"hasTrustDialogAccepted": True}},
+        "cachedGrowthBookFeatures": {"tengu_harbor": True},
+    }
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Parse a JSONL file, skipping a partial last line and blank lines; missing file = []."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    events = []
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            events.append(value)
+    return events
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    state = Path(f"/proc/{pid}/stat")
+    try:
+        return state.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def pid_cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+@dataclass
+class Machine:
+    """A temp HOME + workdir where claude runs against the fake API, with channel and hook logs."""
+
+    root: Path
+    claude: Path
+    api_url: str
+    home: Path = field(init=False)
+    workdir: Path = field(init=False)
+    spool: Path = field(init=False)
+    env: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.root = self.root.resolve()
+        self.home = self.root / "home"
+        self.workdir = self.root / "work dir.x"  # a space and a dot: the encoding rule matters
+        self.spool = self.root / "spool"
+        for directory in (self.home, self.workdir, self.spool, self.root / "tmp"):
+            directory.mkdir(parents=True, exist_ok=True)
+        self.env = claude_env(self.home, self.api_url)
+        self.env["CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF"] = "1"
+        # Otherwise each start tries to git-clone the official plugin marketplace (offline: fails).
+        self.env["CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL"] = "1"
+        self.env["TMPDIR"] = str(self.root / "tmp")
+
+    # -- paths -------------------------------------------------------------------------------
+    @property
+    def claude_dir(self) -> Path:
+        return self.home / ".claude"
+
+    @property
+    def user_config(self) -> Path:
+        return self.home / ".claude.json"
+
+    @property
+    def settings_path(self) -> Path:
+        return self.claude_dir / "settings.json"
+
+    @property
+    def project_dir(self) -> Path:
+        return self.claude_dir / "projects" / encode_cwd(self.workdir)
+
+    @property
+    def replies_path(self) -> Path:
+        return self.root / "replies.jsonl"
+
+    @property
+    def channel_log(self) -> Path:
+        return self.root / "channel.jsonl"
+
+    @property
+    def hook_log(self) -> Path:
+        return self.root / "hook.jsonl"
+
+    def transcript(self, session_id: str) -> Path:
+        return self.project_dir / f"{session_id}.jsonl"
+
+    def transcripts(self) -> list[Path]:
+        return sorted(self.project_dir.glob("*.jsonl")) if self.project_dir.is_dir() else []
+
+    # -- running claude outside tmux -----------------------------------------------------------
+    def run_claude(self, args: Sequence[str], timeout: float = 90.0,
+                   cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``claude ARGS`` (print mode, ``mcp add`` …) to completion; killed on timeout."""
+        return subprocess.run([str(self.claude), *args], cwd=cwd or self.workdir, env=self.env,
+                              capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+
+    # -- channel and hook evidence ------------------------------------------------------------
+    def push_channel(self, text: str) -> str:
+        """Spool ``text`` atomically for the channel server to push; return the file name."""
+        name = f"{time.time_ns()}-{uuid.uuid4().hex[:6]}.txt"
+        temp = self.spool / f".{name}.tmp"
+        temp.write_text(text, encoding="utf-8")
+        os.rename(temp, self.spool / name)
+        return name
+
+    def channel_events(self, event: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in read_jsonl(self.channel_log) if event is None or e.get("event") == event]
+
+    def replies(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.replies_path)
+
+    def stop_hook_calls(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.hook_log)
+
+
+def write_user_config(machine: Machine) -> None:
+    """Seed ``$HOME/.claude.json`` with the onboarding state (before claude first runs)."""
+    machine.user_config.write_text(json.dumps(onboarding_state(machine.workdir), indent=2))
+
+
+def write_settings(machine: Machine, *, recording_hook: bool = True,
+                   allow: Sequence[str] = ALLOWED_TOOLS) -> None:
+    """Write ``settings.json``: permission rules and (optionally) the recording Stop hook."""
+    # defaultMode "default": 2.1.328's default "auto" mode shows a classifier-billing dialog
+    # on the first tool call when the API is not Anthropic's; the allow rules cover our tools.
+    settings: dict[str, Any] = {"permissions": {"allow": list(allow), "defaultMode": "default"}}
+    if recording_hook:
+        script = machine.root / "record_stop_hook.py"
+        script.write_text(RECORDING_HOOK.format(python=sys.executable, log=str(machine.hook_log)))
+        script.chmod(0o700)
+        settings["hooks"] = {"Stop": [{"hooks": [
+            {"type": "command", "command": shlex.quote(str(script)), "timeout": 10}]}]}
+    machine.claude_dir.mkdir(parents=True, exist_ok=True)
+    machine.settings_path.write_text(json.dumps(settings, indent=2))
+
+
+def register_channel(machine: Machine, name: str = CHANNEL_NAME) -> str:
+    """Register the test channel server with the real ``claude mcp add``; return its output."""
+    done = machine.run_claude([
+        "mcp", "add", "--transport", "stdio", "--scope", "user", name, "--",
+        sys.executable, str(CHANNEL_SERVER), "--name", name, "--spool", str(machine.spool),
+        "--replies", str(machine.replies_path), "--log", str(machine.channel_log),
+    ], timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"claude mcp add {name} failed rc={done.returncode}: "
+                           f"{(done.stderr or done.stdout).strip()}")
+    return done.stdout
+
+
+def prepare_machine(root: Path, claude: Path, api_url: str, *, channel: bool = True,
+                    recording_hook: bool = True) -> Machine:
+    """Build the temp user machine: onboarding state, settings, channel server registered."""
+    machine = Machine(root, claude, api_url)
+    write_user_config(machine)
+    write_settings(machine, recording_hook=recording_hook)
+    if channel:
+        register_channel(machine)
+    return machine
+
+
+class ClaudePane:
+    """Interactive claude in pane ``S:0.0`` of a private tmux server started with machine.env."""
+
+    def __init__(self, machine: Machine, tmux: TmuxServer, session: str = "main") -> None:
+        self.machine, self.tmux, self.session = machine, tmux, session
+        self.target = f"{session}:0.0"
+        self.pids: set[int] = set()
+        self._acceptor: threading.Thread | None = None
+        self._stop_accepting = threading.Event()
+        self.accepted_warnings = 0
+
+    # -- argv ------------------------------------------------------------------------------
+    def launch_argv(self, *extra: str, channel: bool = True, resume: str | None = None,
+                    continue_: bool = False) -> list[str]:
+        argv = [str(self.machine.claude)]
+        if continue_:
+            argv.append("--continue")
+        if resume:
+            argv += ["--resume", resume]
+        if channel:
+            argv += list(CHANNEL_FLAGS)
+        return argv + list(extra)
+
+    def shell_command(self, argv: Sequence[str]) -> str:
+        """The pane command: ``cd WORKDIR && exec ARGV`` (exec: the pane pid is claude's pid)."""
+        return f"cd {shlex.quote(str(self.machine.workdir))} && exec {shlex.join(argv)}"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def expected_session(self, argv: Sequence[str]) -> str | None:
+        """The session a ``--resume X`` / ``--continue`` argv will run (None for a new one).
+
+        2.1.328's ``sessions/<pid>.json`` first names a fresh id and switches to the resumed
+        session's id once it is loaded; readiness waits for that switch.
+        """
+        args = list(argv)
+        if "--resume" in args:
+            return args[args.index("--resume") + 1]
+        if "--continue" in args or "-c" in args:
+            newest = max(self.machine.transcripts(), key=lambda p: p.stat().st_mtime,
+                         default=None)
+            return newest.stem if newest else None
+        return None
+
+    def start(self, argv: Sequence[str], timeout: float = 60.0) -> str:
+        """Start claude in the pane, accept the channel warning, wait until it is ready.
+
+        Returns the session id the running process reports. The tmux server is started here with
+        the machine's environment when it is not running yet.
+        """
+        expected = self.expected_session(argv)
+        subprocess.run(
+            ["tmux", "-L", self.tmux.socket_name, "new-session", "-d", "-s", self.session,
+             "-x", "200", "-y", "50", "-c", str(self.machine.workdir), self.shell_command(argv),
+             ";", "set-option", "-t", self.session, "remain-on-exit", "on"],
+            env=self.machine.env, check=True, capture_output=True, timeout=15,
+            stdin=subprocess.DEVNULL)
+        return self.wait_ready(channel=CHANNEL_FLAGS[0] in argv, expected=expected,
+                               timeout=timeout)
+
+    def respawn(self, argv: Sequence[str], timeout: float = 60.0) -> str:
+        """Replace the pane's process (``respawn-pane -k``) and wait until the new one is ready."""
+        expected = self.expected_session(argv)
+        self.tmux.cmd("respawn-pane", "-k", "-t", self.target, self.shell_command(argv))
+        return self.wait_ready(channel=CHANNEL_FLAGS[0] in argv, expected=expected,
+                               timeout=timeout)
+
+    def wait_ready(self, channel: bool = True, expected: str | None = None,
+                   timeout: float = 60.0) -> str:
+        """Accept the channel warning if shown; wait for the input box and the session record.
+
+        ``expected``: the session id the record must name (resumed sessions), when known.
+        """
+        pid = self.pane_pid()
+        self.pids.add(pid)
+        if channel:
+            self.accept_warning(timeout=timeout)
+
+        def settled() -> dict[str, Any] | None:
+            record = self.session_record(pid)
+            if record and expected and record["sessionId"] != expected:
+                return None
+            return record
+        record = wait_for(settled, timeout=timeout,
+                          what=f"session record of claude pid {pid} (expected {expected})")
+        wait_for(self._input_box_shown, timeout=timeout, what="claude's input box in the pane")
+        if channel:
+            wait_for(lambda: self.channel_listening(pid), timeout=timeout,
+                     what=f"the channel server under claude pid {pid} to listen")
+        return str(record["sessionId"])  # type: ignore[index]
+
+    def accept_warning(self, timeout: float = 30.0) -> None:
+        def shown() -> bool:
+            self._check_alive()
+            return WARNING_TEXT in self.capture()
+        wait_for(shown, timeout=timeout, what="the development-channels warning")
+        self.tmux.cmd("send-keys", "-t", self.target, "Enter")
+        self.accepted_warnings += 1
+        wait_for(lambda: WARNING_TEXT not in self.capture(), timeout=timeout,
+                 what="the warning to close")
+
+    def auto_accept_warnings(self) -> None:
+        """Accept the channel warning whenever it shows (after a respawn by the product)."""
+        if self._acceptor is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop_accepting.wait(0.1):
+                try:
+                    if WARNING_TEXT in self.capture():
+                        self.pids.add(self.pane_pid())
+                        self.tmux.cmd("send-keys", "-t", self.target, "Enter")
+                        self.accepted_warnings += 1
+                        self._stop_accepting.wait(0.5)
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired):
+                    continue
+        self._acceptor = threading.Thread(target=loop, name="warning-acceptor", daemon=True)
+        self._acceptor.start()
+
+    def close(self) -> None:
+        """Stop the acceptor, kill the tmux server, then every claude and channel pid we saw."""
+        self._stop_accepting.set()
+        if self._acceptor is not None:
+            self._acceptor.join(timeout=5)
+        try:
+            self.pids.add(self.pane_pid())
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired):
+            pass
+        self.tmux.kill()
+        channel_pids = {int(e["pid"]) for e in self.machine.channel_events("started")}
+        for pid in self.pids | channel_pids:
+            _terminate(pid, expect=("claude", "channel_server.py"))
+
+    # -- facts -----------------------------------------------------------------------------
+    def pane_pid(self) -> int:
+        return self.tmux.pane_pid(self.target)
+
+    def pane_dead(self) -> bool:
+        return self.tmux.display(self.target, "#{pane_dead}") == "1"
+
+    def capture(self) -> str:
+        return self.tmux.capture(self.target)
+
+    def channel_listening(self, pid: int | None = None) -> bool:
+        """True when a channel server whose parent is claude ``pid`` is ready to push."""
+        parent = pid or self.pane_pid()
+        return any(e.get("ppid") == parent for e in self.machine.channel_events("listening"))
+
+    def session_record(self, pid: int | None = None) -> dict[str, Any] | None:
+        """``$HOME/.claude/sessions/<pid>.json`` of the pane's claude, or None when absent."""
+        path = self.machine.claude_dir / "sessions" / f"{pid or self.pane_pid()}.json"
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) and record.get("sessionId") else None
+
+    def session_id(self) -> str:
+        record = wait_for(self.session_record, timeout=30, what="the session record")
+        return str(record["sessionId"])  # type: ignore[index]
+
+    def transcript(self) -> Path:
+        return self.machine.transcript(self.session_id())
+
+    def idle(self) -> bool:
+        record = self.session_record()
+        return bool(record) and record.get("status") == "idle"  # type: ignore[union-attr]
+
+    # -- typing ----------------------------------------------------------------------------
+    def type_prompt(self, text: str, timeout: float = 30.0) -> None:
+        """Type ``text`` into the input box, wait until the pane shows it, then press Enter."""
+        self.tmux.cmd("send-keys", "-t", self.target, "-l", text)
+        probe = text[-40:]
+        wait_for(lambda: probe in self.capture().replace("\n", ""), timeout=timeout,
+                 what=f"typed text {probe!r} to show in the pane")
+        self.tmux.cmd("send-keys", "-t", self.target, "Enter")
+
+    def _input_box_shown(self) -> bool:
+        self._check_alive()
+        return bool(re.search(r"─\n❯", self.capture()))
+
+    def _check_alive(self) -> None:
+        if self.pane_dead():
+            raise AssertionError(f"claude in the pane exited; screen:\n{self.capture()[-2000:]}")
+
+
+def _terminate(pid: int, expect: tuple[str, ...], timeout: float = 5.0) -> None:
+    """SIGTERM then SIGKILL ``pid`` if it is still alive and still one of ours (by cmdline)."""
+    if not pid_alive(pid):
+        return
+    if not any(marker in part for part in pid_cmdline(pid) for marker in expect):
+        return  # the pid was reused by something that is not ours
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def speech_events(path: Path) -> Iterator[dict[str, Any]]:
+    """The transcript's user/assistant events, in file order."""
+    for event in read_jsonl(path):
+        if event.get("type") in ("user", "assistant"):
+            yield event
+
+
+def channel_user_events(path: Path, server: str = CHANNEL_NAME) -> list[dict[str, Any]]:
+    """User events whose origin is the channel ``server`` (what a pushed message becomes)."""
+    return [e for e in speech_events(path)
+            if (e.get("origin") or {}).get("kind") == "channel"
+            and (e.get("origin") or {}).get("server") == server]
