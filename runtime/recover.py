@@ -77,7 +77,7 @@ def reconcile(config: Config, store: Store, op: Operation, why: str) -> Operatio
     facts: dict[str, Any] = {"recovered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "recovered_because": why}
     running, identity = _running_session(config, op)
-    evidence = {"why": why, "phase": op.state.value, "identity": identity,
+    evidence = {"why": why, "interrupted_in": op.state.value, "identity": identity,
                 "running_session": running}
     old_id, new_id = op.fact("old_session_id"), op.fact("new_session_id")
     if op.state in (State.SCHEDULED, State.RUNNING, State.VERIFYING) or (

@@ -3,7 +3,9 @@
 Called by the Stop hook only when an operation is active. Under the store lock it first
 reconciles an operation whose worker is gone, then ignores a Stop from a session other than
 the one the operation is bound to (timeline entry), else moves ``pending → scheduled`` or
-``rollback_pending → rollback_scheduled`` and starts the worker.
+``rollback_pending → rollback_scheduled`` and starts the worker. With the pointer door the
+worker runs in the foreground (nothing is killed) and a payload-less Stop names the pointer's
+session.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
         return None
     store = Store(config.state_dir)
     session_id = str(payload.get("session_id") or "")
+    if config.switch.door == "pointer":
+        # A runner loop may call the hook with no payload: the pointer names the session.
+        # Nothing is killed by this door, so the worker runs in the foreground and the
+        # runner's next call already reads the new pointer.
+        wait = True
+        session_id = session_id or _pointer_session(config)
     with store.lock():
         op = store.active()
         if op is not None:
@@ -56,6 +64,15 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
 
     run(config, op.operation_id)
     return op.operation_id
+
+
+def _pointer_session(config: Config) -> str:
+    from runtime.doors.pointer import PointerDoor
+
+    try:
+        return PointerDoor.from_config(config).identity()
+    except ThreadlineError:
+        return ""
 
 
 def _schedule_rebuild(config: Config, store: Store, op: Operation, payload: dict[str, Any],

@@ -268,10 +268,10 @@ class Store:
                 self.event(operation_id, phase, state=op.state.value, **dict(evidence or {}))
             return new
 
-    def event(self, operation_id: str, phase: str, **evidence: Any) -> None:
+    def event(self, operation_id: str, phase: str, /, **evidence: Any) -> None:
         """Append one timeline line (timestamp, phase, evidence) to ``operation_id``."""
         self.ensure()
-        line = {"at": now_iso(), "phase": phase, **_plain(evidence)}
+        line = {**_plain(evidence), "at": now_iso(), "phase": phase}
         data = json.dumps(line, ensure_ascii=False, default=str).encode("utf-8")
         proc.append_line(self.events_path(operation_id), data)
 

@@ -352,6 +352,7 @@ class Rebuild(Job):
             self.switch_to(old_id)
             self.note("resumed_old", {"session_id": old_id,
                                       "argv": list(self.resume_argv(old_id))})
+            fault("resumed")
             after = self.door.identity()
         except ThreadlineError as exc:
             self.move(State.FAILED, "failed", {"code": "resume_failed", "message": str(exc)},
@@ -415,6 +416,7 @@ class Rollback(Job):
         old_id = str(self.op.fact("old_session_id"))
         self.switch_to(old_id)
         self.note("switched", {"session_id": old_id, "argv": list(self.resume_argv(old_id))})
+        fault("rollback_switched")
         flags = ident.channel_flags(self.op.fact("old_argv", []))
         report = health.check(self.door, self.expectation(old_id, current, flags))
         self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})

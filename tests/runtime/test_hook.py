@@ -1,0 +1,96 @@
+"""The Stop hook: always exit 0 with ``{}``, nothing heavy when idle, only its own session."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime import ops
+from tests.fixtures.switch_world import TL_REBUILD, World, make_world
+
+HEAVY = ("jsonschema", "mcp", "jinja2", "yaml", "plumbum", "orjson", "runtime.config",
+         "runtime.store", "runtime.worker", "subprocess")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return make_world(tmp_path)
+
+
+def run_hook(args: list[str], stdin: str, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TL_REBUILD, "hook-stop", *args], input=stdin, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=60)
+
+
+def test_nothing_pending_exits_0_prints_empty_json_and_writes_nothing(world: World) -> None:
+    done = world.hook()
+    assert (done.returncode, done.stdout, done.stderr) == (0, "{}\n", "")
+    assert not world.state_dir.exists()
+
+
+@pytest.mark.parametrize("stdin", ["", "not json", "[1,2]", '{"session_id": 5}'])
+def test_any_stdin_and_no_config_still_exit_0_with_empty_json(stdin: str) -> None:
+    done = run_hook([], stdin)
+    assert (done.returncode, done.stdout) == (0, "{}\n")
+
+
+def test_config_from_the_environment_is_used_when_no_flag_is_given(world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id="elsewhere")["operation_id"]
+    done = run_hook([], json.dumps({"session_id": "another"}),
+                    env={"THREADLINE_CONFIG": str(world.config_path)})
+    assert done.returncode == 0
+    assert "stop_ignored" in world.events(op_id)
+
+
+def test_the_idle_path_imports_nothing_heavy(world: World) -> None:
+    code = (
+        "import sys, io\n"
+        "sys.stdin = io.TextIOWrapper(io.BytesIO(b'{}'))\n"
+        "from runtime.cli import main\n"
+        f"main(['hook-stop', '--config', {str(world.config_path)!r}])\n"
+        "heavy = [m for m in " + repr(HEAVY) + " if m in sys.modules]\n"
+        "print(heavy, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout == "{}\n"
+    assert done.stderr.strip() == "[]"
+
+
+def test_stop_from_another_session_is_ignored_with_a_timeline_entry(world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=world.old_session)["operation_id"]
+    done = world.hook(session_id="a-different-session")
+    assert (done.returncode, done.stdout) == (0, "{}\n")
+    op = world.store.read(op_id)
+    assert op.state.value == "pending"
+    ignored = [e for e in world.store.events(op_id) if e["phase"] == "stop_ignored"]
+    assert ignored and ignored[0]["session_id"] == "a-different-session"
+    assert ignored[0]["bound_session_id"] == world.old_session
+
+
+def test_stop_with_a_transcript_outside_project_dir_fails_the_bound_operation(
+    world: World, tmp_path: Path
+) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id="s-9")["operation_id"]
+    outside = tmp_path / "s-9.jsonl"
+    outside.write_text("{}\n")
+    done = world.hook(session_id="s-9", transcript=str(outside))
+    assert done.returncode == 0
+    op = world.store.read(op_id)
+    assert op.state.value == "failed" and op.failure is not None
+    assert "not a session file of project_dir" in op.failure["message"]
+
+
+def test_an_error_while_handling_is_reported_off_stdout_and_still_exits_0(world: World) -> None:
+    ops.request(world.config, "x", "REBUILD")
+    broken = world.config_path.read_text() + "\nunknown_key = 1\n"
+    world.config_path.write_text(broken)
+    done = world.hook()
+    assert (done.returncode, done.stdout) == (0, "{}\n")
+    assert "hook-stop: ConfigError" in done.stderr and "unknown_key" in done.stderr
