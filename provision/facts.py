@@ -330,6 +330,19 @@ def effective_exec_start(files: tuple[UnitFile, ...]) -> list[ExecCommand]:
     return commands
 
 
+def resolve_specifiers(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """Resolve ``%%`` to ``%``; any other ``%x`` specifier is refused (its value depends on the
+    manager instance, not on ``User=``: pin the literal value in the unit instead)."""
+    out = []
+    for word in argv:
+        others = re.findall(r"%[^%]", word.replace("%%", ""))
+        if others:
+            raise IntrospectError(f"ExecStart word {word!r} uses systemd specifier "
+                                  f"{others[0]!r}; pin its value in the unit")
+        out.append(word.replace("%%", "%"))
+    return tuple(out)
+
+
 def parse_environment(values: list[str]) -> dict[str, str]:
     """``Environment=`` assignments (each may hold several quoted ``K=V`` words)."""
     env: dict[str, str] = {}

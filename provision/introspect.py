@@ -177,7 +177,7 @@ def _systemd(host: Host, profile: Profile) -> Launch:
         if text is None and not optional:
             raise IntrospectError(f"EnvironmentFile {name!r} of unit {unit!r} is missing")
         env.update(F.parse_environment_file(text or ""))
-    argv = command.argv
+    argv = F.resolve_specifiers(command.argv)
     if ":" not in command.prefixes:
         argv, missing = F.expand_systemd_env(argv, env)
         if missing:

@@ -20,6 +20,10 @@ MANAGED_MARK = "Managed by tl-provision"
 
 def toml_value(value: Any) -> str:
     """``value`` as a TOML literal (JSON strings are valid TOML basic strings)."""
+    from jinja2 import Undefined
+
+    if isinstance(value, Undefined):
+        value._fail_with_undefined_error()
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -80,13 +84,18 @@ def validate_config(content: bytes) -> None:
 
 def validate_drop_in(expected_argv: Sequence[str]) -> Any:
     """A validator: the drop-in resets ExecStart and its single command ends in the argv."""
-    from provision.facts import effective_exec_start, parse_systemctl_cat
+    from provision.facts import (
+        effective_exec_start,
+        expand_systemd_env,
+        parse_systemctl_cat,
+        resolve_specifiers,
+    )
 
     def validate(content: bytes) -> None:
         files = parse_systemctl_cat("# /drop-in.conf\n" + content.decode("utf-8"))
         commands = effective_exec_start(files)
-        if len(commands) != 1 or tuple(commands[0].argv[-len(expected_argv):]) != \
-                tuple(expected_argv):
+        argv = expand_systemd_env(resolve_specifiers(commands[0].argv), {})[0] if commands else ()
+        if len(commands) != 1 or tuple(argv[-len(expected_argv):]) != tuple(expected_argv):
             raise RenderError("rendered tl-launch drop-in does not re-parse to the launch argv")
     return validate
 

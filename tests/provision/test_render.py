@@ -1,0 +1,101 @@
+"""Templates render under StrictUndefined and validate before anything is replaced."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from provision.errors import RenderError
+from provision.facts import effective_exec_start, parse_systemctl_cat
+from provision.render import (
+    render,
+    systemd_argv,
+    toml_value,
+    validate_config,
+    validate_drop_in,
+    validate_runner,
+)
+
+
+def _config_context(**changes):
+    context = {
+        "managed_mark": "Managed by tl-provision", "profile_source": "host.yml", "host": "h",
+        "launch_source": "tmux pane main:0.0 start command",
+        "project_dir": "/h/.claude/projects/-srv-app", "workdir": "/srv/app",
+        "state_dir": "/var/lib/threadline",
+        "rebuild": [("carry_max_tokens", 1000), ("poison_patterns", ['\\b(AUP)\\b', "中毒"]),
+                    ("speech_tools", [{"name": "mcp__x__relay", "path": "payload.text"}])],
+        "door": "tmux", "resume_argv": ["/c", "--resume", "{session_id}", 'say "hi"'],
+        "launch_argv": ["/c", "--continue", 'say "hi"'], "channel_flags": [],
+        "expected_channel_servers": ["companion"], "tmux_target": "main:0.0",
+        "tmux_socket_name": "", "systemd_unit": "", "systemd_pointer_path": "",
+        "pointer_path": "",
+    }
+    context.update(changes)
+    return context
+
+
+def test_config_renders_and_loads_with_the_runtime_validator() -> None:
+    content = render("config.toml.j2", _config_context())
+    validate_config(content)
+    data = tomllib.loads(content.decode())
+    assert data["switch"]["resume_argv"] == ["/c", "--resume", "{session_id}", 'say "hi"']
+    assert data["rebuild"]["poison_patterns"] == ['\\b(AUP)\\b', "中毒"]
+    assert data["rebuild"]["speech_tools"] == [{"name": "mcp__x__relay", "path": "payload.text"}]
+
+
+def test_a_missing_template_variable_is_a_render_error() -> None:
+    context = _config_context()
+    del context["workdir"]
+    with pytest.raises(RenderError, match="'workdir' is undefined"):
+        render("config.toml.j2", context)
+
+
+def test_a_config_the_runtime_refuses_never_validates() -> None:
+    bad = render("config.toml.j2", _config_context(rebuild=[("carry_overflow", "sometimes")]))
+    with pytest.raises(RenderError, match="carry_overflow"):
+        validate_config(bad)
+
+
+def test_toml_values_escape_quotes_backslashes_and_booleans() -> None:
+    assert tomllib.loads("v = " + toml_value('a"b\\c\n'))["v"] == 'a"b\\c\n'
+    assert toml_value(True) == "true" and toml_value(1.5) == "1.5"
+    with pytest.raises(RenderError):
+        toml_value(object())
+
+
+def test_drop_in_resets_exec_start_and_round_trips_the_argv() -> None:
+    launch = ["/usr/bin/claude", "--continue", "--append-system-prompt", "100% of $HOME \"x\"",
+              "--channels", "plugin:a b"]
+    content = render("tl-launch.conf.j2", {
+        "managed_mark": "Managed by tl-provision", "host": "h", "unit": "claude.service",
+        "pointer_path": "/var/lib/threadline/pointer", "tl_launch": "/opt/tl/bin/tl-launch",
+        "launch_argv": launch})
+    validate_drop_in(launch)(content)
+    files = parse_systemctl_cat("# /x.conf\n" + content.decode())
+    assert ("Service", "ExecStart", "") in files[0].directives
+    (command,) = effective_exec_start(files)
+    assert command.argv[:4] == ("/opt/tl/bin/tl-launch", "--pointer",
+                                "/var/lib/threadline/pointer", "--")
+    assert systemd_argv(["100%"]) == "100%%"
+
+
+def test_drop_in_validator_refuses_an_argv_that_does_not_round_trip() -> None:
+    with pytest.raises(RenderError, match="does not re-parse"):
+        validate_drop_in(["/usr/bin/claude", "--continue"])(
+            b"[Service]\nExecStart=\nExecStart=/x -- /usr/bin/claude --other\n")
+
+
+def test_runner_wrapper_renders_a_sh_script_that_execs_resume_or_launch() -> None:
+    content = render("tl-runner.sh.j2", {
+        "managed_mark": "Managed by tl-provision", "host": "h", "workdir": "/srv/my app",
+        "pointer_path": "/var/lib/threadline/pointer",
+        "resume_shell": '/c -p --resume "$session"', "launch_argv": ["/c", "-p", "--continue"],
+        "hook_command": "/opt/tl/bin/tl-rebuild hook-stop"})
+    validate_runner(content)
+    text = content.decode()
+    assert "cd '/srv/my app'" in text
+    assert 'exec /c -p --resume "$session" "$@"' in text
+    with pytest.raises(RenderError):
+        validate_runner(b"echo hi\n")
