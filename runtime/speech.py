@@ -89,25 +89,16 @@ class SpeechRules:
         )
 
     def strip_injected(self, text: str) -> tuple[str, int]:
-        """Remove injected blocks (and the whitespace after each); return text and bytes cut.
+        """Remove injected blocks (each with the one line break right after it, if any).
 
-        When the text ends in a removed block, the whitespace left before it goes too.
-        Everything else stays byte for byte.
+        Returns the kept text and the UTF-8 bytes removed. Everything else, whitespace
+        included, stays byte for byte: the block and its own line break are the injection.
         """
         if "<" not in text:
             return text, 0
-        pieces = []
-        pos = 0
-        for match in self.injected.finditer(text):
-            pieces.append(text[pos : match.start()])
-            pos = match.end()
-        if not pieces:
+        kept, count = self.injected.subn("", text)
+        if not count:
             return text, 0
-        tail = text[pos:]
-        pieces.append(tail)
-        kept = "".join(pieces)
-        if not tail:
-            kept = kept.rstrip()
         return kept, _utf8_len(text) - _utf8_len(kept)
 
     def opens_channel(self, texts: list[str]) -> bool:
@@ -205,7 +196,7 @@ def injected_pattern(tags: tuple[str, ...]) -> re.Pattern[str]:
     names = "|".join(re.escape(tag) for tag in sorted(tags, key=len, reverse=True))
     paired = rf"<({names})(?:\s[^>]*)?>.*?</\1\s*>"
     lone = rf"</?(?:{names})(?:\s[^>]*)?/?>"
-    return re.compile(rf"(?:{paired}|{lone})\s*", re.S)
+    return re.compile(rf"(?:{paired}|{lone})(?:\r?\n)?", re.S)
 
 
 def _utf8_len(text: str) -> int:

@@ -378,7 +378,6 @@ class Classifier:
                 self.ledger.conversation_bytes += size
                 if self.sink is not None:
                     self.sink.slash(self._utterance(event, "slash", "user", line))
-                self.stats.ignored_reasons["slash_seen"] += 1
                 return
         if "<local-command-std" in joined:
             if self.sink is not None:
