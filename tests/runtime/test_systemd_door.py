@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from runtime.doors.systemd import (
     parse_proc_cgroup,
 )
 from runtime.errors import IdentityConflictError
+from runtime.identity import alive
 from runtime.paths import encode_project_dir
 from tests.fixtures.systemd_sandbox import (  # noqa: F401 - fixtures
     SystemdSandbox,
@@ -482,3 +484,25 @@ def test_stop_hook_inside_the_unit_rebuilds_and_switches_it_to_activated(
     assert restarted[-1]["pid"] != old_claude["pid"]
     assert sandbox.main_pid(UNIT) == restarted[-1]["pid"]
     assert source.read_bytes() == before  # the old transcript is byte-identical
+
+
+@pytest.mark.real_systemd
+def test_the_dead_man_switch_ends_an_abandoned_sandbox_and_stop_touches_only_its_own(
+    systemd_sandbox: SystemdSandbox,  # noqa: F811
+) -> None:
+    """A sandbox nobody stops dies after its TTL; stopping it leaves the other one running."""
+    from tests.fixtures import sysd_recipe
+
+    name = "t" + uuid.uuid4().hex[:10]
+    launcher = sysd_recipe.start(name, ttl=2)
+    try:
+        abandoned = sysd_recipe.init_pid(name)
+        assert abandoned is not None
+        wait_for(lambda: sysd_recipe.init_pid(name) is None and launcher.poll() is not None,
+                 timeout=30, what="the TTL to kill the abandoned instance")
+        assert not alive(abandoned)  # gone, or a zombie waiting for the host's init
+    finally:
+        sysd_recipe.stop(name, launcher)
+        shutil.rmtree(sysd_recipe.state_dir(name), ignore_errors=True)
+    assert not sysd_recipe.cgroup_dir(name).exists()
+    assert systemd_sandbox.systemctl("is-system-running") == "running"  # the other one lives on
