@@ -121,3 +121,37 @@ def test_the_next_stop_recovers_a_lost_worker_and_nothing_blocks(
 def test_recover_with_nothing_active_says_so(tmp_path: Path, tmux_server: TmuxServer) -> None:
     world = tmux_world(tmp_path, tmux_server)
     assert ops.recover(world.config)["message"] == "no active operation"
+
+
+def test_a_scheduled_operation_whose_worker_never_started_is_failed_by_recover(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    import subprocess
+
+    from runtime.state import State
+
+    world = tmux_world(tmp_path, tmux_server)
+    op_id = ops.request(world.config, "r", "REBUILD")["operation_id"]
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    world.store.transition(op_id, State.SCHEDULED, phase="scheduled",
+                           worker={"pid": gone.pid, "start_time": None})
+    result = ops.recover(world.config)
+    assert result["state"] == "failed" and result["failure"]["code"] == "worker_lost"
+    assert "nothing was switched" in result["failure"]["message"]
+
+
+def test_doctor_reads_the_door_identity_and_the_store(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server)
+    report = ops.doctor(world.config)
+    assert report["ok"], report
+    assert report["checks"]["door"]["detail"]["identity"] == str(
+        tmux_server.pane_pid(world.target))
+    bad = tmux_world(tmp_path / "b", tmux_server, target="nowhere:9.9", resume_channels=())
+    checks = ops.doctor(bad.config)["checks"]
+    assert not checks["door"]["ok"] and not checks["resume_argv_channels"]["ok"]
+    done = bad.cli("doctor", "--json")
+    assert done.returncode == 1
