@@ -1,0 +1,93 @@
+"""The host profile: shipped inventories validate; every kind of error is reported with its path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provision.errors import ProfileError
+from provision.profile import load_profile, profile_errors, profile_from_mapping
+
+INVENTORIES = sorted((Path(__file__).resolve().parents[2] / "inventories").glob("*.yml"))
+VALID = {
+    "host": "h",
+    "claude": {"user": "u", "home": "/home/u"},
+    "door": {"kind": "tmux", "tmux": {"target": "main:0.0"}},
+    "install": {"config_path": "/etc/threadline/config.toml", "state_dir": "/var/lib/tl"},
+}
+
+
+def _with(**changes) -> dict:
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in VALID.items()}
+    data.update(changes)
+    return data
+
+
+def test_three_inventories_ship_one_per_door() -> None:
+    assert [p.name for p in INVENTORIES] == ["pointer-runner.yml", "systemd-vps.yml",
+                                             "tmux-vps.yml"]
+
+
+@pytest.mark.parametrize("path", INVENTORIES, ids=lambda p: p.name)
+def test_every_shipped_inventory_validates(path: Path) -> None:
+    profile = load_profile(path)
+    assert profile.door.kind in path.name or path.name.startswith("pointer")
+
+
+def test_defaults_fill_mcp_hook_and_connection() -> None:
+    profile = profile_from_mapping(VALID)
+    assert (profile.mcp_name, profile.mcp_scope, profile.hook_timeout) == ("threadline", "user", 10)
+    assert profile.connection == "local" and profile.prefer is None
+    assert profile.claude.settings_path == "/home/u/.claude/settings.json"
+    assert profile.channels_expected is None
+
+
+def test_door_target_missing_is_reported_with_its_path() -> None:
+    assert profile_errors(_with(door={"kind": "tmux", "tmux": {}})) == \
+        ["door.tmux.target: required"]
+
+
+def test_door_section_required_for_its_kind() -> None:
+    assert profile_errors(_with(door={"kind": "systemd"})) == ["door.systemd: required"]
+
+
+def test_all_errors_at_once_each_with_its_path() -> None:
+    data = _with(claude={"user": "u", "home": "relative", "bogus": 1}, extra=True,
+                 install={"config_path": "/x"}, mcp={"scope": "global"},
+                 hook={"timeout": 0}, prefer="newest")
+    problems = profile_errors(data)
+    assert "claude.bogus: unknown key" in problems
+    assert "extra: unknown key" in problems
+    assert "install.state_dir: required" in problems
+    assert any(p.startswith("claude.home: 'relative' does not match") for p in problems)
+    assert any(p.startswith("mcp.scope: 'global' is not one of") for p in problems)
+    assert any(p.startswith("hook.timeout: 0 is less than") for p in problems)
+    assert any(p.startswith("prefer: 'newest' is not one of") for p in problems)
+    with pytest.raises(ProfileError) as caught:
+        profile_from_mapping(data, "host.yml")
+    assert str(caught.value).count(";") == len(problems) - 1
+
+
+def test_rebuild_knobs_are_validated_by_the_runtime_schema() -> None:
+    problems = profile_errors(_with(rebuild={"carry_overflow": "sometimes", "nope": 1}))
+    assert "rebuild.nope: unknown key" in problems
+    assert any(p.startswith("rebuild.carry_overflow: 'sometimes' is not one of") for p in problems)
+
+
+def test_rebuild_regex_that_does_not_compile_is_an_error() -> None:
+    with pytest.raises(ProfileError, match="rebuild.poison_patterns.0"):
+        profile_from_mapping(_with(rebuild={"poison_patterns": ["(unclosed"]}))
+
+
+def test_missing_file_and_bad_yaml_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="host profile not found"):
+        load_profile(tmp_path / "nope.yml")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("host: [unclosed\n")
+    with pytest.raises(ProfileError, match="is not valid YAML"):
+        load_profile(bad)
+
+
+def test_non_mapping_document_is_an_error() -> None:
+    assert profile_errors(["a"]) == ["(top level): ['a'] is not of type 'object'"]
