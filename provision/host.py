@@ -176,12 +176,14 @@ class LocalHost(Host):
         old = self.stat(path)
         final_mode = mode if mode is not None else (old.mode if old else 0o644)
         backup_path = None
+        # root replacing another user's file (settings.json of the claude user) keeps its owner
+        owner = (old.uid, old.gid) if old is not None and os.geteuid() == 0 else None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if backup and old is not None and not old.is_dir:
                 backup_path = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}~"
-                self._atomic(Path(backup_path), target.read_bytes(), old.mode)
-            self._atomic(target, data, final_mode)
+                self._atomic(Path(backup_path), target.read_bytes(), old.mode, owner)
+            self._atomic(target, data, final_mode, owner)
         except OSError as exc:
             raise HostError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
         return backup_path
@@ -194,13 +196,16 @@ class LocalHost(Host):
             raise HostError(f"cannot create directory {path!r}: {exc.strerror}") from exc
 
     @staticmethod
-    def _atomic(target: Path, data: bytes, mode: int) -> None:
+    def _atomic(target: Path, data: bytes, mode: int,
+                owner: tuple[int, int] | None = None) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fchmod(handle.fileno(), mode)
+                if owner is not None:
+                    os.fchown(handle.fileno(), *owner)
                 os.fsync(handle.fileno())
             os.replace(tmp, target)
         except BaseException:

@@ -437,3 +437,29 @@ def test_persistence_check_is_skipped_when_check_mode_did_not_write_the_hook(fak
     ctx.check, ctx.facts = False, {}
     report = run([StopHook(), StopHookPersists(sleep=lambda _: None)], host, ctx)
     assert [r.status for r in report.results] == [Status.CHANGED, Status.OK]
+
+
+def test_root_replacing_the_claude_users_file_keeps_its_owner(tmp_path):
+    import os
+
+    from provision.host import LocalHost
+    from provision.result import Context
+    from provision.tasks.settings import StopHook
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to hand the file to another user (the root → claude-user case)")
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "tl-rebuild").write_text("#!/bin/sh\n")
+    (prefix / "bin" / "tl-rebuild").chmod(0o755)
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_bytes(b'{"model": "opus"}\n')
+    settings.chmod(0o600)
+    os.chown(settings, 65534, 65534)
+    ctx = Context(profile=_profile(str(tmp_path / "home"), str(prefix)))
+    _, _, notes = _apply(StopHook(), LocalHost(), ctx)
+    st = settings.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o600)
+    backup = os.stat(notes[0].removeprefix("backup "))
+    assert (backup.st_uid, backup.st_mode & 0o777) == (65534, 0o600)
