@@ -1,0 +1,158 @@
+"""The engine: statuses, check mode, re-verification, recap and JSON, with small fake tasks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from provision import engine
+from provision.actions import Action, EnsureDir, RunCommand, Task, WriteFile
+from provision.errors import FactError
+from provision.profile import profile_from_mapping
+from provision.result import Context, Status
+from tests.fakes import FakeHost
+
+PROFILE = profile_from_mapping({
+    "host": "box", "claude": {"user": "u", "home": "/home/u"},
+    "door": {"kind": "tmux", "tmux": {"target": "main:0.0"}},
+    "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"},
+})
+
+
+@dataclass(frozen=True)
+class Found:
+    content: bytes | None
+
+
+class FileTask(Task):
+    """Keeps /etc/motd equal to ``wanted``."""
+
+    name = "Motd"
+
+    def __init__(self, wanted: bytes = b"hello\n") -> None:
+        self.wanted = wanted
+
+    def facts(self, host, ctx) -> Found:
+        return Found(host.read_bytes("/etc/motd"))
+
+    def plan(self, facts: Found, ctx) -> list[Action]:
+        if facts.content == self.wanted:
+            return []
+        return [WriteFile("/etc/motd", self.wanted, before=facts.content,
+                          summary="write /etc/motd")]
+
+    def ok_message(self, facts: Found, ctx) -> str:
+        return "/etc/motd already says hello"
+
+
+class Liar(FileTask):
+    """Its action never converges (the file it writes is not what it checks)."""
+
+    name = "Liar"
+
+    def plan(self, facts: Found, ctx) -> list[Action]:
+        return [WriteFile("/etc/other", b"x", summary="write /etc/other")]
+
+
+class Broken(Task):
+    name = "Broken"
+
+    def facts(self, host, ctx):
+        raise FactError("cannot read 'x'")
+
+
+class Skipper(Task):
+    name = "Skipper"
+
+    def skip_reason(self, ctx) -> str:
+        return "not for this door"
+
+
+def _ctx(check: bool = False) -> Context:
+    return Context(PROFILE, check=check)
+
+
+def test_changed_then_ok_on_the_second_run() -> None:
+    host = FakeHost()
+    first = engine.run([FileTask()], host, _ctx())
+    assert first.results[0].status is Status.CHANGED
+    assert host.files["/etc/motd"] == b"hello\n"
+    second = engine.run([FileTask()], host, _ctx())
+    assert second.results[0].status is Status.OK
+    assert second.results[0].message == "/etc/motd already says hello"
+    assert second.recap() == "box : ok=1 changed=0 failed=0 skipped=0"
+
+
+def test_check_mode_says_would_and_writes_nothing() -> None:
+    host = FakeHost(files={"/etc/motd": b"old\n"})
+    report = engine.run([FileTask()], host, _ctx(check=True))
+    assert report.results[0].status is Status.CHANGED
+    assert report.results[0].message == "would write /etc/motd"
+    assert host.written == [] and host.files["/etc/motd"] == b"old\n"
+    assert report.check and report.exit_code == 0
+
+
+def test_diff_is_unified_with_before_and_after_paths() -> None:
+    host = FakeHost(files={"/etc/motd": b"old\n"})
+    (result,) = engine.run([FileTask()], host, _ctx(check=True)).results
+    assert "--- before: /etc/motd\n+++ after: /etc/motd\n" in result.diff
+    assert "-old\n+hello\n" in result.diff
+    assert "+hello" in engine.format_result(result, "box", show_diff=True)
+    assert "+hello" not in engine.format_result(result, "box", show_diff=False)
+
+
+def test_replaced_file_is_backed_up_and_the_note_reported() -> None:
+    host = FakeHost(files={"/etc/motd": b"old\n"})
+    (result,) = engine.run([FileTask()], host, _ctx()).results
+    assert host.files["/etc/motd.bak~"] == b"old\n"
+    assert "backup /etc/motd.bak~" in result.notes
+
+
+def test_a_plan_that_does_not_converge_fails_after_apply() -> None:
+    (result,) = engine.run([Liar()], FakeHost(), _ctx()).results
+    assert result.status is Status.FAILED
+    assert result.message == "still differs after apply: write /etc/other"
+
+
+def test_errors_fail_one_task_and_later_tasks_still_run() -> None:
+    report = engine.run([Broken(), Skipper(), FileTask()], FakeHost(), _ctx())
+    assert [r.status for r in report.results] == [Status.FAILED, Status.SKIPPED, Status.CHANGED]
+    assert report.results[0].message == "cannot read 'x'"
+    assert report.results[1].message == "not for this door"
+    assert report.exit_code == 2
+    assert report.recap() == "box : ok=1 changed=1 failed=1 skipped=1"
+
+
+def test_json_report_lists_tasks_recap_and_exit_code() -> None:
+    report = engine.run([FileTask(), Skipper()], FakeHost(), _ctx())
+    data = json.loads(engine.report_json(report))
+    assert data["recap"] == {"ok": 1, "changed": 1, "failed": 0, "skipped": 1}
+    assert [t["status"] for t in data["tasks"]] == ["changed", "skipped"]
+    assert data["exit_code"] == 0
+
+
+def test_run_command_failure_names_the_command() -> None:
+    host = FakeHost()
+    host.add_command(["systemctl", "daemon-reload"], rc=1, stderr="Access denied")
+
+    class Reload(Task):
+        name = "Reload"
+        reverify = False
+
+        def facts(self, host, ctx):
+            return None
+
+        def plan(self, facts, ctx):
+            return [RunCommand(("systemctl", "daemon-reload"), summary="daemon-reload")]
+
+    (result,) = engine.run([Reload()], host, _ctx()).results
+    assert result.status is Status.FAILED
+    assert "'systemctl daemon-reload': Access denied" in result.message
+
+
+def test_ensure_dir_diff_shows_mode_before_and_after() -> None:
+    action = EnsureDir("/var/lib/tl", 0o700, None, summary="create")
+    assert action.diff() == "/var/lib/tl: absent -> directory 0o700\n"
+    host = FakeHost()
+    action.execute(host)
+    assert host.dirs["/var/lib/tl"] == 0o700

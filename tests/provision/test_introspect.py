@@ -1,0 +1,142 @@
+"""Introspection per door on a fake host: systemd units (captured `systemctl cat` shapes),
+a tmux session started by a unit, and a runner script."""
+
+from __future__ import annotations
+
+import pytest
+
+from provision.errors import IntrospectError
+from provision.facts import PANE_FORMAT
+from provision.introspect import introspect
+from provision.profile import profile_from_mapping
+from tests.fakes import FakeHost
+
+UNIT = "claude.service"
+CLAUDE = "/usr/local/bin/claude"
+LIVE = (CLAUDE, "--continue", "--channels", "plugin:telegram@claude-plugins-official",
+        "--dangerously-load-development-channels", "server:companion")
+FRAGMENT = """# /etc/systemd/system/claude.service
+[Unit]
+Description=claude companion
+[Service]
+User=claude
+WorkingDirectory=/srv/app
+ExecStart=/usr/local/bin/claude --print hello
+
+"""
+DROP_IN = """# /etc/systemd/system/claude.service.d/override.conf
+[Service]
+Environment="CHANNELS=plugin:telegram@claude-plugins-official"
+ExecStart=
+ExecStart=/usr/local/bin/claude --continue --channels ${CHANNELS} \\
+  --dangerously-load-development-channels server:companion
+"""
+SHOW = ("MainPID=52\nNeedDaemonReload=no\nActiveState=active\n"
+        "FragmentPath=/etc/systemd/system/claude.service\n"
+        "DropInPaths=/etc/systemd/system/claude.service.d/override.conf\n")
+SHOW_ARGS = ["systemctl", "show", "-p", "MainPID", "-p", "NeedDaemonReload", "-p",
+             "FragmentPath", "-p", "DropInPaths", "-p", "ActiveState"]
+
+
+def _profile(door: dict, **extra):
+    return profile_from_mapping({
+        "host": "h", "claude": {"user": "claude", "home": "/home/claude"}, "door": door,
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"}, **extra})
+
+
+def _systemd_host(cat: str, live: tuple[str, ...] = LIVE, show: str = SHOW) -> FakeHost:
+    host = FakeHost()
+    host.add_command(["systemctl", "cat", UNIT], cat)
+    host.add_command([*SHOW_ARGS, UNIT], show)
+    host.files["/proc/52/cmdline"] = b"\0".join(a.encode() for a in live) + b"\0"
+    host.links["/proc/52/cwd"] = "/srv/app"
+    return host
+
+
+SYSTEMD = {"kind": "systemd", "systemd": {"unit": UNIT}}
+
+
+def test_systemd_drop_in_reset_and_environment_give_the_launch_argv() -> None:
+    launch = introspect(_systemd_host(FRAGMENT + DROP_IN), _profile(SYSTEMD))
+    assert launch.argv == LIVE
+    assert launch.workdir == "/srv/app"
+    assert launch.live is not None and launch.live.pid == 52
+    assert launch.unit_files == ("/etc/systemd/system/claude.service",
+                                 "/etc/systemd/system/claude.service.d/override.conf")
+    assert not launch.need_daemon_reload
+
+
+def test_systemd_live_process_predating_the_unit_change_is_a_disagreement() -> None:
+    host = _systemd_host(FRAGMENT + DROP_IN, live=(CLAUDE, "--print", "hello"))
+    with pytest.raises(IntrospectError, match="configured and live claude argv differ"):
+        introspect(host, _profile(SYSTEMD))
+    launch = introspect(host, _profile(SYSTEMD, prefer="configured"))
+    assert launch.argv == LIVE
+
+
+def test_systemd_unit_already_routed_through_tl_launch_is_unwrapped() -> None:
+    drop_in = ("# /etc/systemd/system/claude.service.d/threadline-launch.conf\n[Service]\n"
+               "ExecStart=\nExecStart=/opt/tl/bin/tl-launch --pointer /var/lib/tl/pointer -- "
+               + " ".join(LIVE) + "\n")
+    launch = introspect(_systemd_host(FRAGMENT + drop_in), _profile(SYSTEMD))
+    assert launch.argv == LIVE and launch.via_tl_launch
+
+
+def test_unresolvable_variable_is_a_failure_naming_it() -> None:
+    cat = FRAGMENT.replace("--print hello", "--continue $EXTRA_FLAGS")
+    with pytest.raises(IntrospectError, match=r"unresolvable \$EXTRA_FLAGS"):
+        introspect(_systemd_host(cat), _profile(SYSTEMD))
+
+
+def test_two_effective_exec_start_commands_are_ambiguous() -> None:
+    cat = FRAGMENT + "# /etc/systemd/system/claude.service.d/x.conf\n[Service]\n" \
+        "ExecStart=/usr/local/bin/claude --continue\n"
+    with pytest.raises(IntrospectError, match="2 effective ExecStart commands"):
+        introspect(_systemd_host(cat), _profile(SYSTEMD))
+
+
+def test_need_daemon_reload_is_reported() -> None:
+    host = _systemd_host(FRAGMENT + DROP_IN, show=SHOW.replace("NeedDaemonReload=no",
+                                                               "NeedDaemonReload=yes"))
+    assert introspect(host, _profile(SYSTEMD)).need_daemon_reload
+
+
+def test_unknown_unit_is_a_failure_with_systemctl_message() -> None:
+    host = FakeHost()
+    host.add_command(["systemctl", "cat", UNIT], rc=1, stderr="No files found for claude.service.")
+    with pytest.raises(IntrospectError, match="No files found for claude.service"):
+        introspect(host, _profile(SYSTEMD))
+
+
+def test_tmux_session_started_by_a_unit_takes_argv_from_the_tmux_command_string() -> None:
+    cat = ("# /etc/systemd/system/companion-tmux.service\n[Service]\nType=forking\n"
+           "ExecStart=/usr/bin/tmux -L comp new-session -d -s main -c /srv/app "
+           "\"claude --continue --channels plugin:telegram@claude-plugins-official "
+           "--dangerously-load-development-channels server:companion\"\n")
+    host = _systemd_host("")
+    host.add_command(["systemctl", "cat", "companion-tmux.service"], cat)
+    host.add_command([*SHOW_ARGS, "companion-tmux.service"], "MainPID=40\n")
+    host.add_command(["tmux", "-L", "comp", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "main:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1fclaude --resume abc\n")
+    profile = _profile({"kind": "tmux", "tmux": {"target": "main:0.0", "socket_name": "comp",
+                                                 "unit": "companion-tmux.service"}})
+    launch = introspect(host, profile)
+    assert launch.argv == LIVE
+    assert launch.source.startswith("systemd unit companion-tmux.service")
+
+
+def test_runner_script_claude_line_with_exported_variables() -> None:
+    host = FakeHost(files={"/usr/local/bin/loop.sh": b"""#!/bin/sh
+cd /srv/jobs
+export CH=plugin:telegram@claude-plugins-official
+while true; do
+  /usr/local/bin/claude -p --continue --channels $CH "next job"
+  tl-rebuild hook-stop --config /etc/tl/config.toml
+done
+"""})
+    profile = _profile({"kind": "pointer", "pointer": {"path": "/var/lib/tl/pointer",
+                                                       "runner": "/usr/local/bin/loop.sh"}})
+    launch = introspect(host, profile)
+    assert launch.argv == (CLAUDE, "-p", "--continue", "--channels",
+                           "plugin:telegram@claude-plugins-official", "next job")
+    assert launch.workdir == "/srv/jobs" and launch.live is None
