@@ -1,0 +1,319 @@
+"""runtime.candidate: the new session's layout, fidelity, caps, poison, snapshot, compaction."""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runtime import candidate
+from runtime.errors import BlockedError, NothingToCarryError
+from runtime.tokens import estimate_tokens
+from tests.fixtures.transcripts import Transcript, tool_use
+from tests.runtime.helpers import build, config, kinds, texts
+
+SNAPSHOT = (
+    "<system-reminder>\nAs you answer the user's questions, you can use the following context:\n"
+    "# claudeMd\nCodebase and user instructions are shown below.\nContents of /srv/app/CLAUDE.md:"
+    "\nBe brief.\n</system-reminder>\n"
+)
+
+
+def conversation(turns: int = 3) -> Transcript:
+    t = Transcript()
+    for n in range(turns):
+        t.user(f"question {n}")
+        t.tool_round()
+        t.assistant(f"answer {n}")
+    return t
+
+
+def test_only_user_and_assistant_items_with_one_new_session_id(tmp_path: Path) -> None:
+    t = conversation()
+    t.system("turn_duration")
+    t.raw({"type": "summary", "summary": "title", "leafUuid": "x"})
+    built = build(tmp_path, t)
+    assert {item["type"] for item in built.items} == {"user", "assistant"}
+    assert {item["sessionId"] for item in built.items} == {built.new_session_id}
+    assert built.new_session_id != t.session
+    assert uuid.UUID(built.new_session_id).version == 4
+
+
+def test_item_ids_are_uuid5_of_session_position_and_source_uuid(tmp_path: Path) -> None:
+    path = conversation().write(tmp_path / "s.jsonl")
+    one = candidate.build(path, config(), new_session_id="aaaaaaaa-0000-4000-8000-000000000000")
+    two = candidate.build(path, config(), new_session_id="aaaaaaaa-0000-4000-8000-000000000000")
+    assert [i["uuid"] for i in one.items] == [i["uuid"] for i in two.items]
+    first = one.manifest[0]
+    expected = uuid.uuid5(candidate.NAMESPACE, f"{one.new_session_id}:0:{first.source_uuid}")
+    assert first.item_id == str(expected)
+
+
+def test_parent_uuids_chain_the_items_linearly(tmp_path: Path) -> None:
+    built = build(tmp_path, conversation())
+    assert built.items[0]["parentUuid"] is None
+    for before, after in zip(built.items, built.items[1:], strict=False):
+        assert after["parentUuid"] == before["uuid"]
+
+
+def test_text_is_carried_byte_for_byte(tmp_path: Path) -> None:
+    odd = "  spaces\u3000全角  \ttabs\r\nCRLF \u200b zero-width, emoji 🧵, trailing  \n\n"
+    t = Transcript()
+    t.user(odd)
+    t.assistant(odd + "(echo)")
+    built = build(tmp_path, t)
+    assert texts(built) == [odd, odd + "(echo)"]
+    entry = built.manifest[0]
+    assert entry.source_sha256 == entry.candidate_sha256 == hashlib.sha256(odd.encode()).hexdigest()
+
+
+def test_the_turn_stamp_is_a_separate_leading_block_on_the_first_human_item(
+    tmp_path: Path,
+) -> None:
+    t = Transcript()
+    t.user("one")
+    t.user("two")
+    t.assistant("reply")
+    built = build(tmp_path, t)
+    first, second, reply = (item["message"]["content"] for item in built.items)
+    assert first == [
+        {"type": "text", "text": "[2026-04-26 21:55 UTC]"},
+        {"type": "text", "text": "one"},
+    ]
+    assert second == [{"type": "text", "text": "two"}]
+    assert reply == [{"type": "text", "text": "reply"}]
+    assert built.manifest[0].stamp == "[2026-04-26 21:55 UTC]"
+
+
+def test_stamp_turns_false_carries_the_utterance_alone(tmp_path: Path) -> None:
+    built = build(tmp_path, conversation(1), stamp_turns=False)
+    assert built.items[0]["message"]["content"] == [{"type": "text", "text": "question 0"}]
+
+
+def test_source_fields_are_kept_and_runtime_fields_dropped(tmp_path: Path) -> None:
+    t = Transcript()
+    t.common.update(cwd="/srv/wo.rk", version="2.1.300", gitBranch="feature/x", userType="ext")
+    t.channel("ping")
+    t.assistant("pong")
+    built = build(tmp_path, t)
+    human, reply = built.items
+    source = [orjson.loads(line) for line in t.lines if b'"type":"user"' in line][0]
+    assert human["timestamp"] == source["timestamp"]
+    assert (human["cwd"], human["version"], human["gitBranch"], human["userType"]) == (
+        "/srv/wo.rk",
+        "2.1.300",
+        "feature/x",
+        "ext",
+    )
+    assert human["isMeta"] is False and human["isSidechain"] is False
+    assert "origin" not in human and "toolUseResult" not in human
+    assert "requestId" not in reply
+    assert reply["message"]["usage"] == {"input_tokens": 0, "output_tokens": 0}
+    assert reply["message"]["content"] == [{"type": "text", "text": "pong"}]
+
+
+def test_an_invalid_timestamp_is_replaced_by_the_nearest_earlier_valid_one(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("before")
+    good = orjson.loads(t.lines[-1])["timestamp"]
+    t.system("turn_duration", timestamp="not-a-time")
+    t.assistant("bad time", timestamp="yesterday-ish")
+    t.user("month 13", timestamp="2026-13-01T00:00:00.000Z")
+    built = build(tmp_path, t)
+    assert [i["timestamp"] for i in built.items] == [good, good, good]
+    assert built.stats()["timestamps_replaced"] == 2
+
+
+def test_an_invalid_first_timestamp_takes_the_next_valid_one(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("no time yet", timestamp=None)
+    t.assistant("timed")
+    later = orjson.loads(t.lines[-1])["timestamp"]
+    built = build(tmp_path, t)
+    assert built.items[0]["timestamp"] == later
+
+
+def test_a_missing_version_is_filled(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("hello", version=None)
+    t.assistant("hi", version="")
+    built = build(tmp_path, t)
+    assert all(isinstance(i["version"], str) and i["version"] for i in built.items)
+    assert built.stats()["versions_filled"] == 2
+
+
+def test_carry_cap_with_drop_oldest_drops_whole_oldest_turns_and_counts_them(
+    tmp_path: Path,
+) -> None:
+    built = build(tmp_path, conversation(5), carry_max_tokens=25, stamp_turns=False)
+    stats = built.stats()
+    assert stats["turns"]["dropped_oldest_turns"] >= 1
+    assert texts(built)[-2:] == ["question 4", "answer 4"]
+    assert stats["tokens"]["estimate"] <= 25
+    kept = set(built.selected)
+    assert kept == set(range(stats["turns"]["dropped_oldest_turns"], 5))
+    assert built.blocked_reason is None
+
+
+def test_carry_cap_with_block_drops_nothing_and_blocks(tmp_path: Path) -> None:
+    built = build(tmp_path, conversation(5), carry_max_tokens=25, carry_overflow="block")
+    assert built.stats()["turns"]["dropped_oldest_turns"] == 0
+    assert len(built.selected) == 5
+    assert "exceed carry_max_tokens 25" in (built.blocked_reason or "")
+
+
+def test_a_cap_below_the_newest_turn_blocks_instead_of_truncating(tmp_path: Path) -> None:
+    built = build(tmp_path, conversation(2), carry_max_tokens=2)
+    assert "after dropping every turn but the newest" in (built.blocked_reason or "")
+    assert texts(built)[-1] == "answer 1"
+
+
+def test_token_estimate_counts_cjk_times_factor_and_other_over_divisor() -> None:
+    knobs = config().rebuild
+    assert estimate_tokens("日本語ab", knobs) == pytest.approx(3 * 1.1 + 2 / 1.5)
+    custom = config(token_cjk_factor=2.0, token_other_divisor=4.0).rebuild
+    assert estimate_tokens("中文abcd", custom) == pytest.approx(2 * 2.0 + 4 / 4.0)
+
+
+def test_fixed_overhead_is_reported_separately(tmp_path: Path) -> None:
+    tokens = build(tmp_path, conversation(1), fixed_overhead_tokens=37000).stats()["tokens"]
+    assert tokens["fixed_overhead_tokens"] == 37000
+    assert tokens["estimate_with_overhead"] == tokens["estimate"] + 37000
+
+
+def test_two_poison_hits_in_the_last_turns_block_the_rebuild(tmp_path: Path) -> None:
+    t = conversation(2)
+    t.user("that reply was a policy violation")
+    t.assistant("I hit the Acceptable Use Policy there")
+    built = build(tmp_path, t)
+    assert built.stats()["poison"]["hits"] == 2
+    assert "poison check" in (built.blocked_reason or "")
+
+
+def test_poison_patterns_respect_word_boundaries(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("the AUPs and CAUP-X and refusal looping are fine words")
+    t.assistant("policy violations galore")
+    built = build(tmp_path, t)
+    assert built.stats()["poison"]["hits"] == 0
+    assert built.blocked_reason is None
+
+
+def test_poison_hits_outside_the_window_do_not_count(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("AUP AUP AUP")
+    t.assistant("old trouble")
+    for n in range(3):
+        t.user(f"q{n}")
+        t.assistant(f"a{n}")
+    built = build(tmp_path, t, poison_window_turns=3)
+    assert built.stats()["poison"]["hits"] == 0
+    assert build(tmp_path, t, poison_window_turns=4).blocked_reason
+
+
+def test_cjk_poison_pattern_counts(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("这是上下文中毒吗？还是拒绝循环？")
+    built = build(tmp_path, t)
+    assert built.stats()["poison"]["hits"] == 2
+
+
+def test_startup_snapshot_is_carried_frozen_first_with_its_digest_and_not_twice(
+    tmp_path: Path,
+) -> None:
+    t = Transcript()
+    t.user(SNAPSHOT + "hello")
+    t.assistant("hi")
+    built = build(tmp_path, t)
+    block = SNAPSHOT.rstrip("\n")
+    assert texts(built) == [block, "hello", "hi"]
+    assert kinds(built)[0] == "startup_snapshot"
+    assert built.items[0]["message"]["content"] == [{"type": "text", "text": block}]
+    snapshot = built.stats()["startup_snapshot"]
+    assert snapshot["present"] is True
+    assert snapshot["sha256"] == hashlib.sha256(block.encode()).hexdigest()
+    assert sum(text.count("# claudeMd") for text in texts(built)) == 1
+
+
+def test_without_a_startup_injection_the_plan_says_there_is_no_snapshot(tmp_path: Path) -> None:
+    snapshot = build(tmp_path, conversation(1)).stats()["startup_snapshot"]
+    assert snapshot["present"] is False
+    assert "attachment" in snapshot["note"]
+
+
+def test_a_compaction_summary_is_not_carried_when_its_turns_are_present(tmp_path: Path) -> None:
+    t = conversation(2)
+    t.compact("This session is being continued from a previous conversation...")
+    t.user("after compact")
+    t.assistant("ok")
+    built = build(tmp_path, t)
+    assert "compact_summary" not in kinds(built)
+    assert built.stats()["compaction"] == {"summaries": 1, "carried": 0}
+
+
+def test_a_compaction_summary_is_carried_marked_when_its_turns_are_missing(tmp_path: Path) -> None:
+    t = Transcript()
+    t.compact("Summary of turns this file does not hold", logical_parent="gone-uuid")
+    t.user("after compact")
+    t.assistant("ok")
+    built = build(tmp_path, t)
+    assert kinds(built)[0] == "compact_summary"
+    content = built.items[0]["message"]["content"]
+    assert content[0]["text"] == candidate.SUMMARY_MARK
+    assert content[1]["text"] == "Summary of turns this file does not hold"
+
+
+def test_a_compaction_summary_is_carried_when_the_cap_dropped_its_turns(tmp_path: Path) -> None:
+    t = Transcript()
+    for n in range(4):
+        t.user(f"question {n} " + "x" * 300)
+        t.assistant(f"answer {n}")
+    t.compact("Summary of the first four turns")
+    t.user("after compact")
+    t.assistant("ok")
+    built = build(tmp_path, t, carry_max_tokens=500, stamp_turns=False)
+    assert built.blocked_reason is None
+    assert built.stats()["turns"]["dropped_oldest_turns"] in (2, 3)
+    assert kinds(built)[0] == "compact_summary"
+    assert built.stats()["tokens"]["estimate"] <= 500
+
+
+def test_write_puts_the_candidate_next_to_nothing_else_atomically_with_mode_0600(
+    tmp_path: Path,
+) -> None:
+    built = build(tmp_path, conversation(2))
+    out = tmp_path / "out"
+    out.mkdir()
+    path = candidate.write(built, out)
+    assert path == out / f"{built.new_session_id}.jsonl"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    lines = path.read_bytes().splitlines()
+    assert [orjson.loads(line) for line in lines] == list(built.items)
+    assert sorted(p.name for p in out.iterdir()) == [path.name]
+
+
+def test_write_refuses_a_blocked_or_empty_build(tmp_path: Path) -> None:
+    blocked = build(tmp_path, conversation(3), carry_max_tokens=5, carry_overflow="block")
+    with pytest.raises(BlockedError, match="is blocked"):
+        candidate.write(blocked, tmp_path)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(NothingToCarryError, match="the transcript is empty"):
+        candidate.write(candidate.build(empty, config()), tmp_path)
+
+
+def test_manifest_records_source_uuid_timestamp_and_equal_digests(tmp_path: Path) -> None:
+    t = Transcript()
+    uid = t.user("hello")
+    t.assistant(tool_use("mcp__companion__reply", {"text": "hi there"}))
+    built = build(tmp_path, t)
+    first, second = built.manifest
+    assert first.source_uuid == uid and first.role == "user" and first.turn == 0
+    assert second.kind == "channel_reply"
+    for entry in built.manifest:
+        assert entry.source_sha256 == entry.candidate_sha256
+        assert entry.as_dict()["item_id"] == entry.item_id
