@@ -105,6 +105,7 @@ def _summary(store: Store, op: Operation) -> dict[str, Any]:
 def status(config: Config, operation_id: str | None = None) -> dict[str, Any]:
     """The full record and timeline of one operation (default: the active, else the latest)."""
     store = _store(config)
+    op: Operation | None
     if operation_id:
         op = store.read(operation_id)
     else:

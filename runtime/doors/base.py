@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 class Door(Protocol):
     """What the worker needs from a door."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """``tmux`` | ``systemd`` | ``pointer``."""
+        ...
 
     def identity(self) -> str:
         """The current identity; raise IdentityConflictError when empty or unreadable."""
