@@ -218,6 +218,10 @@ class McpServer(Task):
     def plan(self, facts: McpFacts, ctx: Context) -> list[Action]:
         elsewhere = [scope for scope, _ in facts.stored if scope != facts.scope]
         if facts.get.found and facts.get.scope not in dict(facts.stored):
+            if facts.get.scope == facts.scope:
+                raise FactError(f"claude mcp get finds {facts.name!r} in {facts.scope} scope but "
+                                f"{facts.claude_json_path} holds no such entry; check HOME / "
+                                "CLAUDE_CONFIG_DIR of the claude user")
             elsewhere.append(str(facts.get.scope))
         if elsewhere:
             raise McpRegistrationError(

@@ -101,6 +101,34 @@ def test_claude_runs_as_the_claude_user_with_its_home_and_no_inherited_config_di
     assert claude_prefix(profile, "/usr/bin/claude", "claude")[:2] == ("env", "-u")
 
 
+def _facts(stored, get, scope="user"):
+    from provision.tasks.mcp import McpFacts
+
+    wanted = ServerSpec("stdio", "/b/tl-rebuild", ("mcp", "--config", "/c.toml"))
+    return McpFacts("threadline", scope, "/w", "/h/.claude.json", stored, get, wanted,
+                    ("env", "HOME=/h", "/usr/bin/claude"))
+
+
+def test_plan_from_canned_facts_covers_add_replace_ok_and_every_clash():
+    from provision.tasks.mcp import McpGet
+
+    ctx = None  # plan() is pure and does not look at the context
+    wanted = _facts((), McpGet(False)).wanted
+    add = McpServer().plan(_facts((), McpGet(False)), ctx)
+    assert [a.argv[3:6] for a in add] == [("mcp", "add", "--transport")]
+    old = ServerSpec("stdio", "/old/tl-rebuild", ("mcp",))
+    replace = McpServer().plan(_facts((("user", old),), McpGet(True, "user")), ctx)
+    assert [a.argv[4] for a in replace] == ["remove", "add"]
+    assert McpServer().plan(_facts((("user", wanted),), McpGet(True, "user")), ctx) == []
+    with pytest.raises(McpRegistrationError, match="exists in local and project scope"):
+        McpServer().plan(_facts((("local", old), ("project", old), ("user", wanted)),
+                                McpGet(True, "local")), ctx)
+    with pytest.raises(McpRegistrationError, match="exists in plugin:x scope"):
+        McpServer().plan(_facts((), McpGet(True, "plugin:x")), ctx)
+    with pytest.raises(FactError, match="holds no such entry"):
+        McpServer().plan(_facts((), McpGet(True, "user")), ctx)
+
+
 # ---- the real claude CLI in a temp HOME ----
 
 def _profile(home, workdir, config_path, prefix, claude, scope="user", user=None):
