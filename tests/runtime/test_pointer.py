@@ -96,3 +96,22 @@ def test_pointer_naming_another_session_is_a_conflict(world: World) -> None:
     op = world.store.read(op_id)
     assert op.state.value == "failed" and op.failure is not None
     assert op.failure["code"] == "session_conflict"
+
+
+def test_rollback_through_the_runner_points_back_at_the_old_session(world: World) -> None:
+    run_once(world, "first")
+    op_id = ops.request(world.config, "full", "REBUILD", session_id=world.old_session)[
+        "operation_id"]
+    run_once(world, "second")
+    new_id = world.store.read(op_id).fact("new_session_id")
+    run_once(world, "said in the new session")
+    result = ops.rollback_request(world.config, op_id, "ROLLBACK")
+    assert result["turns_since_switch"] == 1
+    done = run_once(world, "last word in the new session")
+    assert done.returncode == 0, done.stderr
+    op = world.store.read(op_id)
+    assert op.state.value == "rolled_back", op.failure
+    assert read_pointer(world.root / "pointer") == world.old_session
+    run_once(world, "back in the old session")
+    assert "back in the old session" in world.transcript.read_text()
+    assert "back in the old session" not in (world.project_dir / f"{new_id}.jsonl").read_text()
