@@ -18,6 +18,8 @@ from runtime.errors import ConfigError
 
 CONTINUE_FLAGS = frozenset({"--continue", "-c"})
 RESUME_FLAGS = frozenset({"--resume", "-r"})
+# Options that change what resuming means (a forced id, a forked copy, a PR's session).
+REFUSED = frozenset({"--session-id", "--fork-session", "--from-pr"})
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
@@ -38,6 +40,7 @@ def resume_argv(launch_argv: Sequence[str], session_id: str) -> list[str]:
         )
     if not SESSION_ID.match(session_id):
         raise ResumeArgvError(f"session id {session_id!r} is not a valid session id")
+    _refuse_options(argv)
     spans = _session_flags(argv)
     if len(spans) > 1:
         found = ", ".join(repr(" ".join(argv[a:b])) for a, b in spans)
@@ -50,6 +53,15 @@ def resume_argv(launch_argv: Sequence[str], session_id: str) -> list[str]:
         return [*argv[:start], "--resume", session_id, *argv[end:]]
     program = _claude_position(argv)
     return [*argv[: program + 1], "--resume", session_id, *argv[program + 1 :]]
+
+
+def _refuse_options(argv: list[str]) -> None:
+    for token in argv[1:]:
+        if token == "--":
+            return
+        name = token.split("=", 1)[0]
+        if name in REFUSED:
+            raise ResumeArgvError(f"launch argv holds {name!r}, which changes what resuming means")
 
 
 def _session_flags(argv: list[str]) -> list[tuple[int, int]]:

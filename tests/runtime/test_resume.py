@@ -71,3 +71,9 @@ def test_an_empty_argv_and_a_bad_session_id_are_refused_as_config_errors() -> No
         resume_argv([], SID)
     with pytest.raises(ConfigError, match="not a valid session id"):
         resume_argv(["claude", "-c"], "../../etc/passwd")
+
+
+@pytest.mark.parametrize("option", ["--session-id=abc", "--fork-session", "--from-pr"])
+def test_options_that_change_what_resuming_means_are_refused(option: str) -> None:
+    with pytest.raises(ResumeArgvError, match="changes what resuming means"):
+        resume_argv(["claude", "--continue", option], SID)
