@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from provision.actions import Action, Task, WriteFile
+from provision.actions import Action, RunCommand, Task, WriteFile
 from provision.errors import FactError, SettingsError
 from provision.settings import (
     dump_settings,
@@ -82,6 +82,8 @@ class SettingsFacts:
     mode: int | None
     entry: tuple[tuple[str, Any], ...]
     warnings: tuple[str, ...] = ()
+    new_owner: tuple[int, int] | None = None  # claude home's uid:gid, when the writer differs
+    new_dir: str | None = None  # the claude dir, when the write will create it
 
     @property
     def wanted(self) -> dict[str, Any]:
@@ -102,8 +104,17 @@ class StopHook(Task):
         raw = host.read_bytes(path)
         found = host.stat(path) if raw is not None else None
         entry = hook_entry(find_tl_rebuild(host, profile), profile)
+        new_owner, new_dir = None, None
+        if raw is None:  # a file we create must belong to the claude user, not to us
+            home = host.stat(profile.claude.home)
+            writer = host.run(["id", "-u"], timeout=10).stdout.strip()
+            if home is not None and str(home.uid) != writer:
+                new_owner = (home.uid, home.gid)
+            if host.stat(profile.claude.claude_dir) is None:
+                new_dir = profile.claude.claude_dir
         return SettingsFacts(path, raw, found.mode if found else None, tuple(entry.items()),
-                             _warnings(raw, host.read_bytes(MANAGED_SETTINGS)))
+                             _warnings(raw, host.read_bytes(MANAGED_SETTINGS)),
+                             new_owner, new_dir)
 
     def _merge(self, facts: SettingsFacts) -> tuple[dict, dict, bool, str]:
         doc = parse_settings(facts.raw, facts.path)
@@ -119,12 +130,18 @@ class StopHook(Task):
             return []
         content = dump_settings(new)
         verb = "to" if self.present else "from"
-        return [WriteFile(
+        actions: list[Action] = [WriteFile(
             facts.path, content, before=facts.raw,
             mode=facts.mode if facts.mode is not None else NEW_FILE_MODE,
             summary=f"{message} {verb} {facts.path}",
             validate=self._validator(facts.path),
         )]
+        if facts.new_owner is not None:
+            uid, gid = facts.new_owner
+            paths = [p for p in (facts.new_dir, facts.path) if p]
+            actions.append(RunCommand(("chown", f"{uid}:{gid}", *paths),
+                                      summary=f"chown {uid}:{gid} {' '.join(paths)}"))
+        return actions
 
     def _validator(self, path: str):
         present = self.present

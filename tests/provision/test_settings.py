@@ -240,7 +240,8 @@ def fake():
     from tests.fakes import FakeHost
 
     host = FakeHost(files={"/opt/tl/bin/tl-rebuild": b"#!/bin/sh\n"},
-                    executables={"/opt/tl/bin/tl-rebuild"})
+                    executables={"/opt/tl/bin/tl-rebuild"}, dirs={"/home/claude": 0o750})
+    host.add_command(["id", "-u"], "0\n")  # FakeHost's stat says uid 0 for everything
     from provision.result import Context
 
     return host, Context(profile=_profile("/home/claude", "/opt/tl"))
@@ -463,3 +464,28 @@ def test_root_replacing_the_claude_users_file_keeps_its_owner(tmp_path):
     assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o600)
     backup = os.stat(notes[0].removeprefix("backup "))
     assert (backup.st_uid, backup.st_mode & 0o777) == (65534, 0o600)
+
+
+def test_a_new_file_and_claude_dir_are_given_to_the_owner_of_the_claude_home(tmp_path):
+    import os
+
+    from provision.host import LocalHost
+    from provision.result import Context
+    from provision.tasks.settings import StopHook
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create files for another user (the root → claude-user case)")
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "tl-rebuild").write_text("#!/bin/sh\n")
+    (prefix / "bin" / "tl-rebuild").chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, 65534, 65534)
+    ctx = Context(profile=_profile(str(home), str(prefix)))
+    _, actions, _ = _apply(StopHook(), LocalHost(), ctx)
+    claude_dir, settings = home / ".claude", home / ".claude" / "settings.json"
+    assert actions[1].summary == f"chown 65534:65534 {claude_dir} {settings}"
+    for path in (claude_dir, settings):
+        assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534)
+    assert settings.stat().st_mode & 0o777 == 0o600
