@@ -1,0 +1,45 @@
+"""runtime.paths: the cwd -> project folder rule and the newest session transcript."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runtime.paths import encode_project_dir, latest_transcript, project_dir_for
+
+
+@pytest.mark.parametrize(
+    ("cwd", "folder"),
+    [
+        ("/srv/app", "-srv-app"),
+        ("/srv/wo.rk_x y", "-srv-wo-rk-x-y"),  # measured on Claude Code 2.1.328
+        ("/root", "-root"),
+        ("/home/u/Über", "-home-u--ber"),
+        ("/", "-"),
+    ],
+)
+def test_every_non_alphanumeric_character_becomes_a_dash(cwd: str, folder: str) -> None:
+    assert encode_project_dir(cwd) == folder
+
+
+def test_project_dir_follows_claude_config_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", "/cfg")
+    assert project_dir_for("/srv/app") == Path("/cfg/projects/-srv-app")
+
+
+def test_latest_transcript_is_the_newest_top_level_session(tmp_path: Path) -> None:
+    for name, age in [("old.jsonl", 300), ("new.jsonl", 100), ("agent-x.jsonl", 0)]:
+        path = tmp_path / name
+        path.write_text("{}\n")
+        os.utime(path, (1_700_000_000 - age, 1_700_000_000 - age))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "newest.jsonl").write_text("{}\n")
+    (tmp_path / "notes.txt").write_text("x")
+    assert latest_transcript(tmp_path) == tmp_path / "new.jsonl"
+
+
+def test_latest_transcript_is_none_for_an_empty_or_missing_folder(tmp_path: Path) -> None:
+    assert latest_transcript(tmp_path) is None
+    assert latest_transcript(tmp_path / "missing") is None

@@ -1,0 +1,180 @@
+"""runtime.verify: a written candidate is re-read and proved, check by check (SPEC §3.8)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from runtime import candidate
+from runtime.candidate import Build
+from runtime.errors import VerificationError
+from runtime.verify import CHECKS, verify_candidate
+from tests.fixtures.transcripts import Transcript, tool_use
+from tests.runtime.helpers import build
+
+
+def rich(tmp_path: Path) -> Build:
+    t = Transcript()
+    t.user("typed")
+    t.tool_round()
+    t.assistant("text answer")
+    t.channel("channel message")
+    t.assistant(tool_use("mcp__companion__reply", {"text": "channel reply"}))
+    t.queued("queued message")
+    t.assistant("more")
+    t.user("open tail")
+    return build(tmp_path, t)
+
+
+def written(tmp_path: Path) -> tuple[Build, Path]:
+    built = rich(tmp_path)
+    return built, candidate.write(built, tmp_path)
+
+
+def rewrite(path: Path, change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> None:
+    events = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in change(events)))
+    os.chmod(path, 0o600)
+
+
+def test_a_written_candidate_passes_every_check_with_a_matching_audit(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+    report = verify_candidate(path, built)
+    assert report.checks == CHECKS
+    assert report.items == len(built.items)
+    assert report.audit["channel"] == {"source": 1, "candidate": 1, "left_out_by_rule": 0}
+    assert report.audit["channel_reply"]["candidate"] == 1
+    assert report.audit["queued"]["candidate"] == 1
+    assert report.as_dict()["audit"] == report.audit
+
+
+def test_a_changed_character_fails_the_text_digest(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+
+    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        events[2]["message"]["content"][-1]["text"] += "!"
+        return events
+
+    rewrite(path, edit)
+    with pytest.raises(VerificationError, match="check 'text_digest' failed .*item 3"):
+        verify_candidate(path, built)
+
+
+def test_an_extra_item_fails_the_item_count(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+    rewrite(path, lambda events: events + [events[-1]])
+    with pytest.raises(VerificationError, match="check 'item_count'"):
+        verify_candidate(path, built)
+
+
+def test_a_foreign_type_fails_the_types_check(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+
+    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        events[0]["type"] = "system"
+        return events
+
+    rewrite(path, edit)
+    with pytest.raises(VerificationError, match="check 'types'"):
+        verify_candidate(path, built)
+
+
+def test_another_session_id_fails(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+
+    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        events[1]["sessionId"] = "other"
+        return events
+
+    rewrite(path, edit)
+    with pytest.raises(VerificationError, match="check 'session_id'"):
+        verify_candidate(path, built)
+
+
+def test_a_broken_parent_chain_fails(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+
+    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        events[3]["parentUuid"] = events[0]["uuid"]
+        return events
+
+    rewrite(path, edit)
+    with pytest.raises(VerificationError, match="check 'parent_chain'"):
+        verify_candidate(path, built)
+
+
+def test_a_tool_use_block_fails_the_blocks_check(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+
+    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        events[1]["message"]["content"].append(tool_use())
+        return events
+
+    rewrite(path, edit)
+    with pytest.raises(VerificationError, match="check 'blocks'.*'tool_use' block"):
+        verify_candidate(path, built)
+
+
+def test_a_non_timestamp_fails_the_timestamp_check(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+
+    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        events[0]["timestamp"] = "yesterday"
+        return events
+
+    rewrite(path, edit)
+    with pytest.raises(VerificationError, match="check 'timestamps'"):
+        verify_candidate(path, built)
+
+
+def test_a_world_readable_candidate_fails_the_mode_check(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+    os.chmod(path, 0o644)
+    with pytest.raises(VerificationError, match="check 'mode'.*644"):
+        verify_candidate(path, built)
+
+
+def test_a_truncated_file_fails_to_parse(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+    path.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(VerificationError, match="check 'parse'"):
+        verify_candidate(path, built)
+
+
+def test_speech_recognised_but_not_in_the_turns_fails_the_recognition_audit(
+    tmp_path: Path,
+) -> None:
+    built, path = written(tmp_path)
+    counts = {**built.counts, "source": {**built.counts["source"], "channel": 2}}
+    lying = dataclasses.replace(built, counts=counts)
+    with pytest.raises(VerificationError, match="check 'recognition_audit'.*channel: source 2"):
+        verify_candidate(path, lying)
+
+
+def test_the_reader_and_the_turns_must_agree_per_kind(tmp_path: Path) -> None:
+    built, path = written(tmp_path)
+    counts = {**built.counts, "reader": {**built.counts["reader"], "queued": 0}}
+    with pytest.raises(VerificationError, match="queued: the reader recognised 0"):
+        verify_candidate(path, dataclasses.replace(built, counts=counts))
+
+
+def test_turns_left_out_by_the_cap_are_accounted_for_in_the_audit(tmp_path: Path) -> None:
+    t = Transcript()
+    for n in range(4):
+        t.user(f"question number {n}")
+        t.assistant(f"answer number {n}")
+    built = build(tmp_path, t, carry_max_tokens=50, stamp_turns=False)
+    report = verify_candidate(candidate.write(built, tmp_path), built)
+    dropped = built.stats()["turns"]["dropped_oldest_turns"]
+    assert dropped >= 1
+    assert report.audit["typed"] == {
+        "source": 4,
+        "candidate": 4 - dropped,
+        "left_out_by_rule": dropped,
+    }
