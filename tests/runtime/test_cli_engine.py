@@ -1,0 +1,213 @@
+"""``tl-rebuild plan|dirty|fork``: JSON and tables, one-line errors, a fork that verifies."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.cli import main
+from tests.conftest import REPO
+from tests.fixtures.transcripts import Transcript, tool_use
+
+
+def chat(tmp_path: Path, name: str = "11111111-2222-3333-4444-555555555555.jsonl") -> Path:
+    t = Transcript()
+    t.user("hello")
+    t.tool_round()
+    t.assistant("hi there")
+    t.channel("from the phone")
+    t.assistant(tool_use("mcp__companion__reply", {"text": "answered on the phone"}))
+    return t.write(tmp_path / name)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write_config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "threadline.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_plan_json_reports_turns_speech_tokens_and_dirty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "plan", "--transcript", str(chat(tmp_path)), "--json")
+    assert code == 0 and err == ""
+    report = json.loads(out)
+    assert report["turns"] == {
+        "source": 2,
+        "selected": 2,
+        "open_tail": False,
+        "excluded_open_tail": 0,
+        "dropped_oldest_turns": 0,
+    }
+    assert report["speech"]["source"]["channel"] == 1
+    assert report["speech"]["candidate"]["channel_reply"] == 1
+    for key in ("tokens", "startup_snapshot", "poison", "ignored", "malformed", "dirty"):
+        assert key in report
+    assert report["ignored"]["types"]["queue-operation"] == 2
+    assert report["blocked_reason"] is None
+
+
+def test_plan_prints_a_readable_table_without_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "plan", "--transcript", str(chat(tmp_path)))
+    assert code == 0
+    lines = out.splitlines()
+    assert any(line.startswith("turns ") and "2 of 2 carried" in line for line in lines)
+    assert any(line.startswith("speech channel ") and "1 of 1 carried" in line for line in lines)
+    assert any(line.startswith("dirty noise_ratio") for line in lines)
+
+
+def test_plan_without_transcript_takes_the_newest_in_the_configured_project_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    newest = chat(project)
+    config = write_config(tmp_path, f'project_dir = "{project}"\n')
+    monkeypatch.setenv("THREADLINE_CONFIG", str(config))
+    code, out, _ = run(capsys, "plan", "--json")
+    assert code == 0
+    assert json.loads(out)["transcript"] == str(newest)
+
+
+def test_plan_without_transcript_or_config_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "plan")
+    assert code == 1 and out == ""
+    assert err == "tl-rebuild: error: no --transcript given and no project_dir configured\n"
+
+
+def test_a_bad_config_key_is_a_one_line_error_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, '[rebuild]\ncarry_overflow = "x"\n')
+    code, _, err = run(
+        capsys, "dirty", "--transcript", str(chat(tmp_path)), "--config", str(config)
+    )
+    assert code == 1
+    assert "rebuild.carry_overflow: 'x' is not one of" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_transcript_outside_the_configured_project_dir_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "project").mkdir()
+    config = write_config(tmp_path, f'project_dir = "{tmp_path / "project"}"\n')
+    path = chat(tmp_path)
+    code, _, err = run(capsys, "plan", "--transcript", str(path), "--config", str(config))
+    assert code == 1
+    assert "outside project_dir" in err and str(path) in err
+
+
+def test_dirty_json_reports_categories_and_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "dirty", "--transcript", str(chat(tmp_path)), "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert report["categories"]["tool_result"] > 0
+    assert report["should_rebuild"] is False
+    assert set(report) >= {"noise_bytes", "conversation_bytes", "noise_ratio", "image_seen"}
+
+
+def test_dirty_prints_a_table_without_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "dirty", "--transcript", str(chat(tmp_path)))
+    assert code == 0
+    assert any(line.startswith("should_rebuild ") for line in out.splitlines())
+
+
+def test_fork_writes_a_verified_0600_session_next_to_the_source_and_leaves_it_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = chat(tmp_path)
+    before = (source.read_bytes(), source.stat().st_mtime_ns)
+    code, out, err = run(capsys, "fork", "--transcript", str(source), "--json")
+    assert code == 0 and err == ""
+    result = json.loads(out)
+    path = Path(result["candidate_path"])
+    assert path == tmp_path / f"{result['new_session_id']}.jsonl"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert result["stats"]["turns"]["selected"] == 2
+    assert result["verify"]["audit"]["channel_reply"]["candidate"] == 1
+    assert "recognition_audit" in result["verify"]["checks"]
+    assert (source.read_bytes(), source.stat().st_mtime_ns) == before
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {e["sessionId"] for e in events} == {result["new_session_id"]}
+
+
+def test_fork_into_writes_into_the_given_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    into = tmp_path / "elsewhere"
+    into.mkdir()
+    code, out, _ = run(capsys, "fork", "--transcript", str(chat(tmp_path)), "--into", str(into))
+    assert code == 0
+    assert [p.suffix for p in into.iterdir()] == [".jsonl"]
+    assert any(line.startswith("new_session_id ") for line in out.splitlines())
+
+
+def test_fork_of_an_empty_file_refuses_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    code, out, err = run(capsys, "fork", "--transcript", str(empty))
+    assert code == 1 and out == ""
+    assert err == (f"tl-rebuild: error: nothing to carry from '{empty}': the transcript is empty\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl"]
+
+
+def test_fork_of_a_poisoned_session_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = Transcript()
+    t.user("is this a refusal loop?")
+    t.assistant("It looks like a policy violation.")
+    source = t.write(tmp_path / "p.jsonl")
+    code, _, err = run(capsys, "fork", "--transcript", str(source))
+    assert code == 1
+    assert "refused: poison check: 2 hit(s)" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl"]
+
+
+def test_fork_needs_an_explicit_transcript(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["fork"])
+    assert info.value.code == 2
+    assert "--transcript" in capsys.readouterr().err
+
+
+def test_the_console_command_reports_junk_in_one_line_and_exits_non_zero(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"\xff\xfe\x00binary\x00junk\n" * 50)
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "plan", "--transcript", str(junk)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"tl-rebuild: error: transcript '{junk}' is not a JSONL transcript: "
+        "50 malformed line(s) and no valid event\n"
+    )
