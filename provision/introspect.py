@@ -14,11 +14,12 @@ import shlex
 from dataclasses import dataclass
 
 from provision import facts as F
-from provision.errors import HostError, IntrospectError
+from provision.errors import HostError, IntrospectError, ResumeError
 from provision.host import Host
 from provision.profile import Profile
 
 TL_LAUNCH = "tl-launch"
+OWN_DROP_IN = "threadline-launch.conf"  # provision/tasks/files.py writes it
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,12 @@ def _exec_commands(files: tuple[F.UnitFile, ...], unit: str) -> list[F.ExecComma
 def _systemd(host: Host, profile: Profile) -> Launch:
     unit = profile.door.systemd_unit or ""
     files, show = _unit(host, unit)
-    command = _exec_commands(files, unit)[0]
+    # our own tl-launch drop-in wraps the argv of the files below it: introspect those, so a
+    # change the operator makes to the unit is seen even while our drop-in overrides it
+    own = tuple(f for f in files if f.path.endswith("/" + OWN_DROP_IN))
+    underlying = tuple(f for f in files if f not in own)
+    command = _exec_commands(underlying if own and F.effective_exec_start(underlying)
+                             else files, unit)[0]
     env = F.parse_environment(F.effective_values(files, "Environment"))
     for name in F.effective_values(files, "EnvironmentFile"):
         optional = name.startswith("-")
@@ -183,8 +189,8 @@ def _systemd(host: Host, profile: Profile) -> Launch:
         if missing:
             raise IntrospectError(f"ExecStart of unit {unit!r} uses unresolvable "
                                   f"{', '.join('$' + m for m in missing)}; pin it in the unit")
-    via = os.path.basename(argv[0]) == TL_LAUNCH
-    if via:
+    via = os.path.basename(argv[0]) == TL_LAUNCH or bool(own)
+    if os.path.basename(argv[0]) == TL_LAUNCH:
         if "--" not in argv:
             raise IntrospectError(f"tl-launch in unit {unit!r} has no '--' before the claude "
                                   f"argv: {argv!r}")
@@ -258,7 +264,16 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
 
 
 def _same_argv(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    return a[1:] == b[1:] and os.path.basename(a[0]) == os.path.basename(b[0])
+    """Same program (by name) and same arguments, up to the session choice: a claude that
+    tl-launch or a switch started with ``--resume ID`` still matches a ``--continue`` launch."""
+    from provision.resume import _local_resume_argv
+
+    if os.path.basename(a[0]) != os.path.basename(b[0]):
+        return False
+    try:
+        return _local_resume_argv(a, "X")[1:] == _local_resume_argv(b, "X")[1:]
+    except ResumeError:
+        return a[1:] == b[1:]
 
 
 def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.actions import Action, EnsureDir, RunCommand, Task, WriteFile
 from provision.errors import FactError
+from provision.introspect import OWN_DROP_IN as DROP_IN_NAME
 from provision.render import (
     MANAGED_MARK,
     render,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from provision.result import Context
 
 SYSTEMD_DIR = "/etc/systemd/system"
-DROP_IN_NAME = "threadline-launch.conf"
 
 
 def project_dir(profile: Profile, workdir: str) -> str:

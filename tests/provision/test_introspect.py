@@ -74,12 +74,30 @@ def test_systemd_live_process_predating_the_unit_change_is_a_disagreement() -> N
     assert launch.argv == LIVE
 
 
-def test_systemd_unit_already_routed_through_tl_launch_is_unwrapped() -> None:
-    drop_in = ("# /etc/systemd/system/claude.service.d/threadline-launch.conf\n[Service]\n"
-               "ExecStart=\nExecStart=/opt/tl/bin/tl-launch --pointer /var/lib/tl/pointer -- "
-               + " ".join(LIVE) + "\n")
-    launch = introspect(_systemd_host(FRAGMENT + drop_in), _profile(SYSTEMD))
+def _tl_launch_drop_in(name: str, argv: tuple[str, ...]) -> str:
+    return (f"# /etc/systemd/system/claude.service.d/{name}\n[Service]\n"
+            "ExecStart=\nExecStart=/opt/tl/bin/tl-launch --pointer /var/lib/tl/pointer -- "
+            + " ".join(argv) + "\n")
+
+
+def test_a_foreign_tl_launch_exec_start_is_unwrapped() -> None:
+    cat = FRAGMENT + _tl_launch_drop_in("zz-hand.conf", LIVE)
+    launch = introspect(_systemd_host(cat), _profile(SYSTEMD))
     assert launch.argv == LIVE and launch.via_tl_launch
+
+
+def test_our_drop_in_is_looked_through_so_unit_edits_below_it_are_seen() -> None:
+    stale = (CLAUDE, "--continue", "--channels", "plugin:old@x")
+    cat = FRAGMENT + DROP_IN + _tl_launch_drop_in("threadline-launch.conf", stale)
+    launch = introspect(_systemd_host(cat), _profile(SYSTEMD))
+    assert launch.argv == LIVE and launch.via_tl_launch
+
+
+def test_a_live_claude_resumed_by_tl_launch_still_agrees_with_a_continue_launch() -> None:
+    resumed = (CLAUDE, "--resume", "0b7c6f1e-0000-4000-8000-000000000000", *LIVE[2:])
+    launch = introspect(_systemd_host(FRAGMENT + DROP_IN, live=resumed), _profile(SYSTEMD))
+    assert launch.argv == LIVE
+    assert launch.live is not None and launch.live.argv == resumed
 
 
 def test_unresolvable_variable_is_a_failure_naming_it() -> None:
