@@ -1,0 +1,132 @@
+"""Scenario 5: the pointer door with a ``claude -p --resume`` runner loop and the real CLI.
+
+The runner (a shell script, like the rendered tl-runner plus the hook call the pointer profile
+asks for) resumes the session named in the pointer file, then runs ``tl-rebuild hook-stop``.
+The model (the fake API) calls ``thread_rebuild_request`` through the real ``tl-rebuild mcp``
+registered with ``claude mcp add``; the hook between calls builds the candidate and points the
+pointer at it. The next call must run the new session, and its first request must carry every
+utterance said before — and none of the tool output.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.fake_api import Cue, FakeApi
+from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine
+
+pytestmark = [pytest.mark.real_claude]
+
+TL_REBUILD = Path(sys.executable).with_name("tl-rebuild")
+RUNNER = """#!/bin/sh
+# One call of the runner loop (pointer door): resume the pointer's session, then the hook.
+set -eu
+cd {workdir}
+session=$(head -n 1 {pointer})
+{claude} -p --resume "$session" "$1"
+{tl_rebuild} hook-stop --config {config} < /dev/null
+"""
+
+
+def write_config(machine: Machine, root: Path) -> Path:
+    config = root / "threadline.toml"
+    resume = [str(machine.claude), "-p", "--resume", "{session_id}"]
+    config.write_text("\n".join([
+        f"project_dir = {json.dumps(str(machine.project_dir))}",
+        f"workdir = {json.dumps(str(machine.workdir))}",
+        f"state_dir = {json.dumps(str(root / 'state'))}",
+        "[switch]",
+        'door = "pointer"',
+        f"resume_argv = {json.dumps(resume)}",
+        "healthcheck_seconds = 1.0",
+        "stable_seconds = 0.3",
+        "stable_timeout_seconds = 30.0",
+        "[switch.pointer]",
+        f"path = {json.dumps(str(root / 'pointer'))}",
+    ]) + "\n")
+    return config
+
+
+class Runner:
+    """The runner loop of a pointer-door deployment, one call at a time."""
+
+    def __init__(self, machine: Machine, root: Path, config: Path) -> None:
+        self.machine, self.pointer, self.config = machine, root / "pointer", config
+        self.script = root / "runner.sh"
+        self.script.write_text(RUNNER.format(
+            workdir=shlex.quote(str(machine.workdir)), pointer=shlex.quote(str(self.pointer)),
+            claude=shlex.quote(str(machine.claude)), tl_rebuild=shlex.quote(str(TL_REBUILD)),
+            config=shlex.quote(str(config))))
+        self.script.chmod(0o700)
+
+    def call(self, message: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(self.script), message], env=self.machine.env,
+                              capture_output=True, text=True, timeout=180,
+                              stdin=subprocess.DEVNULL)
+        assert NO_CONVERSATION not in done.stdout + done.stderr, done.stdout + done.stderr
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def session(self) -> str:
+        return self.pointer.read_text().strip()
+
+
+def tl(config: Path, *args: str) -> dict:
+    done = subprocess.run([str(TL_REBUILD), *args, "--config", str(config), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_runner_next_call_resumes_the_rebuilt_session_with_every_utterance(
+        tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> None:
+    machine = prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
+                              recording_hook=False)
+    config = write_config(machine, tmp_path)
+    added = machine.run_claude(["mcp", "add", "--transport", "stdio", "--scope", "user",
+                                "threadline", "--", str(TL_REBUILD), "mcp", "--config",
+                                str(config)], timeout=60)
+    assert added.returncode == 0, added.stderr
+    tool_marker = f"TOOLOUT-{uuid.uuid4().hex[:8]}"
+    fake_api.add_cue(Cue("RUN-BIG", "Bash", {
+        "command": f"python3 -c \"print('{tool_marker} ' + 'y' * 30000)\"",
+        "description": "a big output"}, after_text="big output seen"))
+    fake_api.add_cue(Cue("PLEASE-REBUILD", "mcp__threadline__thread_rebuild_request",
+                         {"reason": "tool noise", "confirmation": "REBUILD"},
+                         after_text="rebuild registered; it happens after this turn"))
+    said = [f"first-{uuid.uuid4().hex[:6]}", f"second RUN-BIG {uuid.uuid4().hex[:6]}",
+            f"third PLEASE-REBUILD {uuid.uuid4().hex[:6]}"]
+    first = machine.run_claude(["-p", said[0]], timeout=120)
+    assert first.returncode == 0, first.stderr
+    old_session = fake_api.wait_for_text(said[0]).session_id
+    (tmp_path / "pointer").write_text(old_session + "\n")
+    runner = Runner(machine, tmp_path, config)
+
+    runner.call(said[1])
+    runner.call(said[2])
+
+    status = tl(config, "status")
+    assert status["state"] == "activated", status
+    assert status["bound_session_id"] == old_session  # bound by tl-rebuild mcp under claude -p
+    assert [r["source"] for r in status["reasons"]] == ["mcp"]
+    new_session = runner.session()
+    assert new_session != old_session
+    old_bytes = machine.transcript(old_session).read_bytes()
+    last = f"after-{uuid.uuid4().hex[:6]}"
+    start = fake_api.last_index
+    runner.call(last)
+    request = fake_api.wait_for_text(last, after=start, timeout=30)
+    assert request.session_id == new_session
+    seen = request.joined()
+    for text in said + ["big output seen", "rebuild registered; it happens after this turn"]:
+        assert text in seen, text
+    assert tool_marker not in seen
+    assert machine.transcript(old_session).read_bytes() == old_bytes
+    assert last in machine.transcript(new_session).read_text()
