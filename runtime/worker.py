@@ -353,16 +353,22 @@ class Rebuild(Job):
             self.note("resumed_old", {"session_id": old_id,
                                       "argv": list(self.resume_argv(old_id))})
             fault("resumed")
-            after = self.door.identity()
+            check = health.check(self.door, self.expectation(
+                old_id, "", ident.channel_flags(old_argv)))
+            self.note("resumed_health", {"ok": check.ok, "reason": check.reason,
+                                         **check.evidence})
+            after = check.evidence.get("identity") or self.door.identity()
         except ThreadlineError as exc:
             self.move(State.FAILED, "failed", {"code": "resume_failed", "message": str(exc)},
                       failure={"code": "resume_failed",
                                "message": f"new session unhealthy ({why}); "
                                           f"resuming the old one failed: {exc}"})
             return
+        if not check.ok:
+            why += f"; the resumed old session is not healthy either: {check.reason}"
         self.move(State.ROLLED_BACK, "rolled_back", {"code": "unhealthy", "message": why},
                   failure={"code": "unhealthy", "message": why},
-                  facts={"identity_after_rollback": after})
+                  facts={"identity_after_rollback": after, "resumed_healthy": check.ok})
 
     def _abandon(self, abort: Abort) -> None:
         log(f"{self.id}: abandoned: {abort.code}: {abort.message}")
