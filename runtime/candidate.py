@@ -72,6 +72,13 @@ class Build:
     blocked_reason: str | None
     empty_reason: str | None
 
+    @property
+    def startup_snapshot(self) -> str | None:
+        """The frozen start-up injection carried as the first item (for the backup), or None."""
+        if self.manifest and self.manifest[0].kind == "startup_snapshot":
+            return str(self.items[0]["message"]["content"][-1]["text"])
+        return None
+
     def stats(self) -> dict[str, Any]:
         """The build as plain JSON-able data (no conversation text)."""
         return {

@@ -237,10 +237,13 @@ def test_startup_snapshot_is_carried_frozen_first_with_its_digest_and_not_twice(
     assert snapshot["present"] is True
     assert snapshot["sha256"] == hashlib.sha256(block.encode()).hexdigest()
     assert sum(text.count("# claudeMd") for text in texts(built)) == 1
+    assert built.startup_snapshot == block
 
 
 def test_without_a_startup_injection_the_plan_says_there_is_no_snapshot(tmp_path: Path) -> None:
-    snapshot = build(tmp_path, conversation(1)).stats()["startup_snapshot"]
+    built = build(tmp_path, conversation(1))
+    snapshot = built.stats()["startup_snapshot"]
+    assert built.startup_snapshot is None
     assert snapshot["present"] is False
     assert "attachment" in snapshot["note"]
 

@@ -211,3 +211,37 @@ def test_the_console_command_reports_junk_in_one_line_and_exits_non_zero(tmp_pat
         f"tl-rebuild: error: transcript '{junk}' is not a JSONL transcript: "
         "50 malformed line(s) and no valid event\n"
     )
+
+
+def test_a_big_file_shows_progress_on_a_terminal_and_nothing_otherwise(tmp_path: Path) -> None:
+    import pty
+
+    line = b'{"type":"user","message":{"content":[{"type":"tool_result","content":"'
+    line += b"x" * (1 << 20) + b'"}]}}\n'
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as out:
+        for _ in range(52):  # just over the 50 MB threshold
+            out.write(line)
+    argv = [sys.executable, "-m", "runtime.cli", "dirty", "--json", "--transcript", str(big)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    plain = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    assert plain.returncode == 0 and plain.stderr == ""
+    leader, follower = pty.openpty()
+    try:
+        child = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=follower
+        )
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert child.wait(timeout=120) == 0
+    finally:
+        os.close(leader)
+    assert b"tl-rebuild: reading big.jsonl 100%" in seen
