@@ -102,7 +102,15 @@ class SpeechRules:
         return kept, _utf8_len(text) - _utf8_len(kept)
 
     def opens_channel(self, texts: list[str]) -> bool:
-        return bool(texts) and texts[0].lstrip().startswith("<channel source=")
+        """True when the (stripped) text opens with a ``<channel source=…>`` envelope."""
+        if not texts:
+            return False
+        first = texts[0]
+        if first.lstrip().startswith("<channel source="):
+            return True
+        if "<channel source=" not in first[:8192]:
+            return False
+        return self.strip_injected(first)[0].lstrip().startswith("<channel source=")
 
     def slash_line(self, text: str) -> str | None:
         """``/name args`` from a slash-command event, or None when it names no command."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from runtime.turns import TurnBuilder as Sink
 
 MALFORMED_SAMPLE = 20
+RECENT_UUIDS = 4096
 Progress = Callable[[int, int], None]
 
 
@@ -182,7 +183,10 @@ class Classifier:
         self.stats = stats
         self.ledger = ledger
         self.sink = sink
-        self.seen_uuids: set[str] = set()
+        # the last event ids, to tell whether a compaction's logical parent is in this file;
+        # bounded so memory does not grow with the file (an older parent counts as absent,
+        # which only means the summary is carried, marked)
+        self.recent_uuids: deque[str] = deque(maxlen=RECENT_UUIDS)
         self.last_timestamp: str | None = None
         self.boundary_parent: str | None = None
         self.boundary_seen = False
@@ -198,7 +202,7 @@ class Classifier:
         if self.sink is not None:  # ids and times matter only when building a candidate
             uuid = event.get("uuid")
             if type(uuid) is str:
-                self.seen_uuids.add(uuid)
+                self.recent_uuids.append(uuid)
             stamp = event.get("timestamp")
             if stamp is not None and valid_timestamp(stamp):
                 self.last_timestamp = stamp
@@ -214,7 +218,7 @@ class Classifier:
             if event.get("subtype") == "compact_boundary":
                 parent = event.get("logicalParentUuid")
                 self.boundary_parent = parent if isinstance(parent, str) else None
-                self.boundary_seen = True
+                self.boundary_seen = self.boundary_parent in self.recent_uuids
             self._ignore(kind, "system", "system", size)
         else:
             self.stats.ignored_types[kind] += 1
@@ -449,7 +453,7 @@ class Classifier:
                 return
 
     def _compact_summary(self, event: dict[str, Any], texts: list[str], size: int) -> None:
-        covered = self.boundary_seen and self.boundary_parent in self.seen_uuids
+        covered = self.boundary_seen
         self._ignore("user", "compact_summary", "other", size)
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
         if self.sink is not None and text and not text.isspace():

@@ -245,6 +245,18 @@ def test_channel_message_with_channel_envelope_is_speech_and_keeps_the_envelope(
     assert kinds(built) == ["channel"]
 
 
+def test_channel_envelope_after_an_injected_reminder_is_still_a_channel_message(
+    tmp_path: Path,
+) -> None:
+    t = Transcript()
+    t.meta(
+        '<system-reminder>r</system-reminder>\n<channel source="tg" chat_id="1">\nhi\n</channel>'
+    )
+    built = build(tmp_path, t)
+    assert texts(built) == ['<channel source="tg" chat_id="1">\nhi\n</channel>']
+    assert kinds(built) == ["channel"]
+
+
 def test_channel_message_with_origin_kind_channel_is_speech(tmp_path: Path) -> None:
     t = Transcript()
     t.user("pushed text without envelope", isMeta=True, origin={"kind": "channel", "server": "c"})
