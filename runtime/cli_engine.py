@@ -87,7 +87,7 @@ def run_fork(args: argparse.Namespace) -> int:
     except VerificationError:
         proc.remove(path)
         raise
-    result = {
+    result: dict[str, Any] = {
         "new_session_id": built.new_session_id,
         "candidate_path": str(path),
         "source": str(source),

@@ -217,7 +217,7 @@ def schema_errors(data: Any) -> list[str]:
 
     validator = Draft202012Validator(_schema())
     found = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
-    problems = []
+    problems: list[str] = []
     for err in found:
         prefix = "".join(f"{p}." for p in err.absolute_path)
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
