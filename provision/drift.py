@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from provision.errors import IntrospectError, McpRegistrationError, ProvisionError, SettingsError
 from provision.host import Host
-from provision.introspect import Launch, introspect
+from provision.introspect import Launch, introspect, same_argv
 from provision.manifest import Recorded, load_manifest
 from provision.profile import Profile
 from provision.result import Context
@@ -41,15 +41,21 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
     recorded = load_manifest(host, profile)
     ctx = Context(profile, check=True)
     findings: list[Finding] = []
+    # introspect what is *configured*, and report a live process that disagrees separately,
+    # so an edited unit still yields the headline (resume argv stale)
+    configured = replace(profile, prefer=profile.prefer or "configured")
     try:
-        launch: Launch | None = introspect(host, profile)
+        launch: Launch | None = introspect(host, configured)
     except IntrospectError as exc:
         launch = None
-        findings.append(Finding("launch command (live argv vs configured)",
-                                _join(recorded.launch_argv), str(exc)))
+        findings.append(Finding("launch command unreadable", _join(recorded.launch_argv),
+                                str(exc)))
     if launch is not None:
         ctx.launch = launch
         findings.extend(_launch_findings(host, recorded, launch))
+        if launch.live is not None and not same_argv(launch.argv, launch.live.argv):
+            findings.append(Finding("live argv differs from configured (restart pending)",
+                                    _join(launch.argv), _join(launch.live.argv)))
     findings.extend(_task_findings(host, ctx, recorded))
     findings.extend(_file_findings(host, recorded))
     store = host.stat(recorded.session_store)

@@ -156,7 +156,11 @@ def _unit(host: Host, unit: str) -> tuple[tuple[F.UnitFile, ...], F.UnitShow]:
         raise IntrospectError(f"systemctl cat {unit!r} failed: {cat.stderr.strip()}")
     show = host.run(["systemctl", "show", "-p", "MainPID", "-p", "NeedDaemonReload",
                      "-p", "FragmentPath", "-p", "DropInPaths", "-p", "ActiveState", unit])
-    return F.parse_systemctl_cat(cat.stdout), F.parse_systemctl_show(show.stdout)
+    parsed = F.parse_systemctl_show(show.stdout)
+    if "changed on disk" in cat.stderr and not parsed.need_daemon_reload:
+        # systemd 252 omits NeedDaemonReload from `show -p` lists; cat's warning says it
+        parsed = F.UnitShow(**{**parsed.__dict__, "need_daemon_reload": True})
+    return F.parse_systemctl_cat(cat.stdout), parsed
 
 
 def _exec_commands(files: tuple[F.UnitFile, ...], unit: str) -> list[F.ExecCommand]:
@@ -245,7 +249,7 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
     chosen = argv
     if live is not None:
         evidence.append(f"live pid {live.pid} argv={shlex.join(live.argv)} cwd={live.cwd}")
-        if not _same_argv(argv, live.argv):
+        if not same_argv(argv, live.argv):
             if profile.prefer is None:
                 raise IntrospectError(
                     f"configured and live claude argv differ ({source}): configured "
@@ -263,7 +267,7 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
                   tuple(evidence))
 
 
-def _same_argv(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+def same_argv(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     """Same program (by name) and same arguments, up to the session choice: a claude that
     tl-launch or a switch started with ``--resume ID`` still matches a ``--continue`` launch."""
     from provision.resume import _local_resume_argv

@@ -59,9 +59,9 @@ def build_manifest(ctx: Context) -> dict[str, Any]:
         "version": MANIFEST_VERSION,
         "host": ctx.profile.host,
         "door": ctx.profile.door.kind,
+        # what the launch *is*, not how it was wired before this run (our drop-in changes that)
         "launch": {"source": launch.source, "argv": list(launch.argv),
-                   "workdir": launch.workdir, "unit_files": list(launch.unit_files),
-                   "via_tl_launch": launch.via_tl_launch},
+                   "workdir": launch.workdir},
         "resume_argv": list(resume),
         "channel_flags": list(launch.channel_flags),
         "claude": {"binary": launch.argv[0],

@@ -82,3 +82,67 @@ class FakeHost(Host):
     def ensure_dir(self, path: str, mode: int) -> None:
         self.dirs[path] = mode
         self.written.append(path)
+
+
+class SandboxHost(Host):
+    """The provision Host as seen from inside a ``systemd_sandbox`` (tests/fixtures/).
+
+    Commands and /proc reads run inside the instance's namespaces (nsenter); unit files under
+    /etc/systemd/system map to the instance's own ``etc-units`` directory; every other path is
+    a shared directory visible at the same path on both sides. Nothing touches the host's units.
+    """
+
+    UNIT_DIR = "/etc/systemd/system"
+
+    def __init__(self, sandbox: object) -> None:
+        from provision.host import LocalHost
+
+        self.sandbox = sandbox
+        self.local = LocalHost("sandbox")
+        self.name = "sandbox"
+
+    def _path(self, path: str) -> str:
+        if path == self.UNIT_DIR or path.startswith(self.UNIT_DIR + "/"):
+            return str(self.sandbox.state / "etc-units") + path[len(self.UNIT_DIR):]
+        return path
+
+    def _inside(self, *argv: str) -> CommandResult:
+        return self.local.run([*self.sandbox.enter_argv(), *argv], timeout=60)
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            cwd: str | None = None, timeout: float = 30.0,
+            input_text: str | None = None) -> CommandResult:
+        result = self.local.run([*self.sandbox.enter_argv(), *argv], env=env, cwd=cwd,
+                                timeout=timeout, input_text=input_text)
+        return CommandResult(tuple(argv), result.rc, result.stdout, result.stderr)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        if path.startswith("/proc/"):
+            result = self._inside("cat", path)
+            return result.stdout.encode() if result.ok else None
+        return self.local.read_bytes(self._path(path))
+
+    def stat(self, path: str) -> FileStat | None:
+        return self.local.stat(self._path(path))
+
+    def readlink(self, path: str) -> str | None:
+        if path.startswith("/proc/"):
+            result = self._inside("readlink", path)
+            return result.stdout.strip() if result.ok else None
+        return self.local.readlink(self._path(path))
+
+    def listdir(self, path: str) -> list[str]:
+        if path.startswith("/proc/"):
+            result = self._inside("ls", "-1", path)
+            return result.stdout.split() if result.ok else []
+        return self.local.listdir(self._path(path))
+
+    def which(self, name: str) -> str | None:
+        return self.local.which(name)
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None,
+                   backup: bool = True) -> str | None:
+        return self.local.write_file(self._path(path), data, mode=mode, backup=backup)
+
+    def ensure_dir(self, path: str, mode: int) -> None:
+        self.local.ensure_dir(self._path(path), mode)
