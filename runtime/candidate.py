@@ -1,4 +1,4 @@
-"""The candidate session (SPEC §3.5–§3.7): what a rebuild carries, built in one read.
+"""The candidate session (SPEC §3.4–§3.7): what a rebuild carries, built in one read.
 
 ``build`` reads the source once, groups speech into turns, applies the open-tail, carry-cap
 and poison rules, and lays out the new session's items: only ``user``/``assistant`` events,
@@ -8,7 +8,6 @@ time stamp is a separate leading block). ``write`` puts it on disk atomically, m
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -21,38 +20,11 @@ import orjson
 from runtime.config import Config
 from runtime.dirty import Ledger
 from runtime.errors import BlockedError, NothingToCarryError
+from runtime.items import SUMMARY_MARK, Layout, ManifestEntry, sha256_text
 from runtime.speech import SPEECH_KINDS, Utterance
-from runtime.tokens import estimate_tokens, poison_hits
+from runtime.tokens import apply_cap, estimate_tokens, poison_hits
 from runtime.transcript import Progress, ReadStats, scan
-from runtime.turns import CompactSummary, Turn, TurnBuilder
-
-NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
-FALLBACK_VERSION = "2.1.328"
-EPOCH = "1970-01-01T00:00:00.000Z"
-SUMMARY_MARK = "[compaction summary, carried because the turns it summarises are not all here]"
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-@dataclass(frozen=True)
-class ManifestEntry:
-    """One candidate item: where its text came from and the digests that must agree."""
-
-    position: int
-    role: str
-    kind: str
-    item_id: str
-    source_uuid: str
-    source_timestamp: Any
-    turn: int | None
-    source_sha256: str
-    candidate_sha256: str
-    stamp: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+from runtime.turns import Turn, TurnBuilder
 
 
 @dataclass(frozen=True)
@@ -116,7 +88,7 @@ def build(
         keep.pop()
         excluded_tail = 1
     fixed = estimate_tokens(sink.startup.text, knobs) if sink.startup else 0.0
-    keep, dropped, summaries, total, blocked = _apply_cap(
+    keep, dropped, summaries, total, blocked = apply_cap(
         keep, turn_tokens, sink.summaries, fixed, config
     )
     hits = poison_hits(
@@ -127,7 +99,7 @@ def build(
             f"poison check: {hits} hit(s) in the last {knobs.poison_window_turns} turn(s) "
             f">= poison_threshold {knobs.poison_threshold}; rebuild from durable memory instead"
         )
-    layout = _Layout(session)
+    layout = Layout(session)
     if sink.startup is not None:
         layout.add(sink.startup, None, None)
     summary_queue = list(summaries)
@@ -212,142 +184,6 @@ def _turn_stamp(turn: Turn) -> str | None:
 def _turn_tokens(turn: Turn, stamp: str | None, config: Config) -> float:
     total = sum(estimate_tokens(u.text, config.rebuild) for u in turn.items)
     return total + (estimate_tokens(stamp, config.rebuild) if stamp else 0.0)
-
-
-def _apply_cap(
-    keep: list[int],
-    turn_tokens: list[float],
-    summaries: list[CompactSummary],
-    fixed: float,
-    config: Config,
-) -> tuple[list[int], int, list[CompactSummary], float, str | None]:
-    """Drop whole oldest turns (or block) until the estimate fits ``carry_max_tokens``."""
-    knobs = config.rebuild
-    cap = knobs.carry_max_tokens
-    summary_tokens = [estimate_tokens(s.utterance.text + SUMMARY_MARK, knobs) for s in summaries]
-
-    def carried(start: int) -> list[int]:
-        first = keep[start] if start < len(keep) else 0
-        return [i for i, s in enumerate(summaries) if not s.covered or (first > 0 and s.anchor > 0)]
-
-    def total(start: int) -> float:
-        body = sum(turn_tokens[i] for i in keep[start:])
-        return fixed + body + sum(summary_tokens[i] for i in carried(start))
-
-    start = 0
-    estimate = total(0)
-    blocked = None
-    if cap and estimate > cap:
-        if knobs.carry_overflow == "block":
-            blocked = (
-                f"estimated {round(estimate)} tokens exceed carry_max_tokens {cap} "
-                "(carry_overflow = 'block'); nothing was dropped"
-            )
-        else:
-            while start < len(keep) - 1 and estimate > cap:
-                start += 1
-                estimate = total(start)
-            if estimate > cap:
-                blocked = (
-                    f"estimated {round(estimate)} tokens still exceed carry_max_tokens {cap} "
-                    "after dropping every turn but the newest"
-                )
-    chosen = [summaries[i] for i in carried(start)]
-    return keep[start:], start, chosen, estimate, blocked
-
-
-class _Layout:
-    """Turns utterances into candidate items, chaining ids and fixing timestamps/versions."""
-
-    def __init__(self, session: str) -> None:
-        self.session = session
-        self.items: list[dict[str, Any]] = []
-        self.manifest: list[ManifestEntry] = []
-        self.pending: list[tuple[Utterance, str | None, int | None]] = []
-        self.timestamps_replaced = 0
-        self.versions_filled = 0
-
-    def add(self, utt: Utterance, stamp: str | None, turn: int | None) -> None:
-        self.pending.append((utt, stamp, turn))
-
-    def finish(self) -> tuple[list[dict[str, Any]], list[ManifestEntry]]:
-        later_stamp = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
-        version = next((u.version for u, _, _ in self.pending if _nonempty(u.version)), None)
-        version = version or FALLBACK_VERSION
-        parent: str | None = None
-        last_ts = later_stamp
-        last_message: Any = None
-        used_ids: set[Any] = set()
-        for position, (utt, stamp, turn) in enumerate(self.pending):
-            item_id = str(uuid.uuid5(NAMESPACE, f"{self.session}:{position}:{utt.source_uuid}"))
-            if utt.timestamp_replaced or not utt.timestamp:
-                self.timestamps_replaced += 1
-            timestamp = utt.timestamp or last_ts
-            last_ts = timestamp
-            if _nonempty(utt.version):
-                version = utt.version
-            else:
-                self.versions_filled += 1
-            blocks = ([{"type": "text", "text": stamp}] if stamp else []) + [
-                {"type": "text", "text": utt.text}
-            ]
-            item: dict[str, Any] = {
-                "parentUuid": parent,
-                "isSidechain": False,
-                "userType": utt.user_type if _nonempty(utt.user_type) else "external",
-            }
-            if _nonempty(utt.cwd):
-                item["cwd"] = utt.cwd
-            item["sessionId"] = self.session
-            item["version"] = version
-            if _nonempty(utt.git_branch):
-                item["gitBranch"] = utt.git_branch
-            item["type"] = utt.role
-            if utt.role == "user":
-                item["message"] = {"role": "user", "content": blocks}
-                item["isMeta"] = False
-                last_message = None
-            else:
-                message_id = utt.message_id
-                if not _nonempty(message_id) or (
-                    message_id in used_ids and message_id != last_message
-                ):
-                    message_id = "msg_tl_" + item_id.replace("-", "")[:24]
-                used_ids.add(message_id)
-                last_message = message_id
-                item["message"] = {
-                    "id": message_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": utt.model if _nonempty(utt.model) else "unknown",
-                    "content": blocks,
-                    "stop_reason": "end_turn",
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 0, "output_tokens": 0},
-                }
-            item["uuid"] = item_id
-            item["timestamp"] = timestamp
-            self.items.append(item)
-            self.manifest.append(
-                ManifestEntry(
-                    position=position,
-                    role=utt.role,
-                    kind=utt.kind,
-                    item_id=item_id,
-                    source_uuid=utt.source_uuid,
-                    source_timestamp=utt.source_timestamp,
-                    turn=turn,
-                    source_sha256=sha256_text(utt.text),
-                    candidate_sha256=sha256_text(blocks[-1]["text"]),
-                    stamp=stamp,
-                )
-            )
-            parent = item_id
-        return self.items, self.manifest
-
-
-def _nonempty(value: Any) -> bool:
-    return type(value) is str and value != ""
 
 
 def _counts(

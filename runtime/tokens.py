@@ -1,4 +1,4 @@
-"""Token estimate and poison check over carried text (SPEC §3.7).
+"""Token estimate, carry cap and poison check over carried text (SPEC §3.7).
 
 The estimate is CJK characters x ``token_cjk_factor`` + other characters / ``token_other_divisor``
 (back-solved from Claude Code's ``/context`` readings; errs high). The poison check counts
@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from runtime.config import RebuildConfig
+from runtime.config import Config, RebuildConfig
+from runtime.items import SUMMARY_MARK
+
+if TYPE_CHECKING:
+    from runtime.turns import CompactSummary
 
 _CJK = re.compile(
     "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
@@ -34,3 +39,45 @@ def poison_hits(texts: Iterable[str], knobs: RebuildConfig) -> int:
     """Total matches of every poison pattern over ``texts``."""
     patterns = knobs.poison_regexes
     return sum(len(p.findall(text)) for text in texts for p in patterns)
+
+
+def apply_cap(
+    keep: list[int],
+    turn_tokens: list[float],
+    summaries: list[CompactSummary],
+    fixed: float,
+    config: Config,
+) -> tuple[list[int], int, list[CompactSummary], float, str | None]:
+    """Drop whole oldest turns (or block) until the estimate fits ``carry_max_tokens``."""
+    knobs = config.rebuild
+    cap = knobs.carry_max_tokens
+    summary_tokens = [estimate_tokens(s.utterance.text + SUMMARY_MARK, knobs) for s in summaries]
+
+    def carried(start: int) -> list[int]:
+        first = keep[start] if start < len(keep) else 0
+        return [i for i, s in enumerate(summaries) if not s.covered or (first > 0 and s.anchor > 0)]
+
+    def total(start: int) -> float:
+        body = sum(turn_tokens[i] for i in keep[start:])
+        return fixed + body + sum(summary_tokens[i] for i in carried(start))
+
+    start = 0
+    estimate = total(0)
+    blocked = None
+    if cap and estimate > cap:
+        if knobs.carry_overflow == "block":
+            blocked = (
+                f"estimated {round(estimate)} tokens exceed carry_max_tokens {cap} "
+                "(carry_overflow = 'block'); nothing was dropped"
+            )
+        else:
+            while start < len(keep) - 1 and estimate > cap:
+                start += 1
+                estimate = total(start)
+            if estimate > cap:
+                blocked = (
+                    f"estimated {round(estimate)} tokens still exceed carry_max_tokens {cap} "
+                    "after dropping every turn but the newest"
+                )
+    chosen = [summaries[i] for i in carried(start)]
+    return keep[start:], start, chosen, estimate, blocked

@@ -18,8 +18,9 @@ from typing import Any
 
 import orjson
 
-from runtime.candidate import Build, ManifestEntry, sha256_text
+from runtime.candidate import Build
 from runtime.errors import VerificationError
+from runtime.items import ManifestEntry, sha256_text
 from runtime.speech import SPEECH_KINDS, valid_timestamp
 
 CHECKS: tuple[str, ...] = (

@@ -27,3 +27,13 @@ def texts(built: Build) -> list[str]:
 
 def kinds(built: Build) -> list[str]:
     return [entry.kind for entry in built.manifest]
+
+
+def conversation(turns: int = 3) -> Transcript:
+    """``turns`` plain turns: a question, a tool round, an answer."""
+    t = Transcript()
+    for n in range(turns):
+        t.user(f"question {n}")
+        t.tool_round()
+        t.assistant(f"answer {n}")
+    return t

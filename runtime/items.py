@@ -1,0 +1,138 @@
+"""Candidate items in Claude Code's session-file format, and their manifest (SPEC §3.7).
+
+``Layout`` turns carried utterances into ``user``/``assistant`` events: deterministic ids
+(uuid5 of session, position and source uuid), a linear parent chain, the source's own
+timestamp/cwd/version/gitBranch/userType, only text blocks (a stamp or summary mark is a
+separate leading block), a valid timestamp and a version on every item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.speech import Utterance
+
+NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
+FALLBACK_VERSION = "2.1.328"
+EPOCH = "1970-01-01T00:00:00.000Z"
+SUMMARY_MARK = "[compaction summary, carried because the turns it summarises are not all here]"
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One candidate item: where its text came from and the digests that must agree."""
+
+    position: int
+    role: str
+    kind: str
+    item_id: str
+    source_uuid: str
+    source_timestamp: Any
+    turn: int | None
+    source_sha256: str
+    candidate_sha256: str
+    stamp: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Layout:
+    """Turns utterances into candidate items, chaining ids and fixing timestamps/versions."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+        self.items: list[dict[str, Any]] = []
+        self.manifest: list[ManifestEntry] = []
+        self.pending: list[tuple[Utterance, str | None, int | None]] = []
+        self.timestamps_replaced = 0
+        self.versions_filled = 0
+
+    def add(self, utt: Utterance, stamp: str | None, turn: int | None) -> None:
+        self.pending.append((utt, stamp, turn))
+
+    def finish(self) -> tuple[list[dict[str, Any]], list[ManifestEntry]]:
+        later_stamp = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
+        version = next((u.version for u, _, _ in self.pending if _nonempty(u.version)), None)
+        version = version or FALLBACK_VERSION
+        parent: str | None = None
+        last_ts = later_stamp
+        last_message: Any = None
+        used_ids: set[Any] = set()
+        for position, (utt, stamp, turn) in enumerate(self.pending):
+            item_id = str(uuid.uuid5(NAMESPACE, f"{self.session}:{position}:{utt.source_uuid}"))
+            if utt.timestamp_replaced or not utt.timestamp:
+                self.timestamps_replaced += 1
+            timestamp = utt.timestamp or last_ts
+            last_ts = timestamp
+            if _nonempty(utt.version):
+                version = utt.version
+            else:
+                self.versions_filled += 1
+            blocks = ([{"type": "text", "text": stamp}] if stamp else []) + [
+                {"type": "text", "text": utt.text}
+            ]
+            item: dict[str, Any] = {
+                "parentUuid": parent,
+                "isSidechain": False,
+                "userType": utt.user_type if _nonempty(utt.user_type) else "external",
+            }
+            if _nonempty(utt.cwd):
+                item["cwd"] = utt.cwd
+            item["sessionId"] = self.session
+            item["version"] = version
+            if _nonempty(utt.git_branch):
+                item["gitBranch"] = utt.git_branch
+            item["type"] = utt.role
+            if utt.role == "user":
+                item["message"] = {"role": "user", "content": blocks}
+                item["isMeta"] = False
+                last_message = None
+            else:
+                message_id = utt.message_id
+                if not _nonempty(message_id) or (
+                    message_id in used_ids and message_id != last_message
+                ):
+                    message_id = "msg_tl_" + item_id.replace("-", "")[:24]
+                used_ids.add(message_id)
+                last_message = message_id
+                item["message"] = {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": utt.model if _nonempty(utt.model) else "unknown",
+                    "content": blocks,
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                }
+            item["uuid"] = item_id
+            item["timestamp"] = timestamp
+            self.items.append(item)
+            self.manifest.append(
+                ManifestEntry(
+                    position=position,
+                    role=utt.role,
+                    kind=utt.kind,
+                    item_id=item_id,
+                    source_uuid=utt.source_uuid,
+                    source_timestamp=utt.source_timestamp,
+                    turn=turn,
+                    source_sha256=sha256_text(utt.text),
+                    candidate_sha256=sha256_text(blocks[-1]["text"]),
+                    stamp=stamp,
+                )
+            )
+            parent = item_id
+        return self.items, self.manifest
+
+
+def _nonempty(value: Any) -> bool:
+    return type(value) is str and value != ""
