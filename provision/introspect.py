@@ -133,6 +133,7 @@ def _tmux(host: Host, profile: Profile) -> Launch:
                 f"start_command={pane.start_command}"]
     if pane.dead:
         raise IntrospectError(f"tmux pane {target!r} is dead; nothing runs claude there")
+    evidence.extend(_tmux_hooks(host, profile))
     if profile.door.tmux_unit:
         files, _ = _unit(host, profile.door.tmux_unit)
         commands = _exec_commands(files, profile.door.tmux_unit)
@@ -148,6 +149,23 @@ def _tmux(host: Host, profile: Profile) -> Launch:
     live = find_claude(host, pane.pid, profile.claude.binary)
     workdir = configured.cwd or (live.cwd if live else None) or pane.start_path or None
     return _settle(host, profile, source, configured, live, workdir, evidence)
+
+
+def _tmux_hooks(host: Host, profile: Profile) -> list[str]:
+    """Respawn wiring as evidence: remain-on-exit and pane-died/pane-exited hooks (global
+    window scope: where tmux 3.3a keeps them)."""
+    lines = []
+    try:
+        remain = host.run([*_tmux_base(profile), "show-options", "-gw", "remain-on-exit"])
+        hooks = host.run([*_tmux_base(profile), "show-hooks", "-gw"])  # window hooks (3.3a)
+    except HostError:
+        return []  # evidence only: never fatal
+    if remain.ok and remain.stdout.strip():
+        lines.append(f"tmux {remain.stdout.strip()}")
+    for line in hooks.stdout.splitlines() if hooks.ok else []:
+        if line.startswith(("pane-died", "pane-exited")) and " " in line:
+            lines.append(f"tmux hook {line.strip()}")
+    return lines
 
 
 def _unit(host: Host, unit: str) -> tuple[tuple[F.UnitFile, ...], F.UnitShow]:

@@ -42,6 +42,12 @@ class HostFacts(Task):
         if kind == "tmux" and ctx.profile.door.tmux_unit:
             needed.append(probes["systemd"])
         found = []
+        user = ctx.profile.claude.user
+        if not host.run(["id", "-u", user], timeout=10).ok:
+            raise FactError(f"claude.user {user!r} does not exist on {ctx.profile.host!r}")
+        home = host.stat(ctx.profile.claude.home)
+        if home is None or not home.is_dir:
+            raise FactError(f"claude.home {ctx.profile.claude.home!r} is not a directory")
         for argv in needed:
             try:
                 result = host.run(argv, timeout=10)
@@ -55,7 +61,8 @@ class HostFacts(Task):
 
     def ok_message(self, facts: ToolFacts, ctx: Context) -> str:
         tools = ", ".join(f"{name}: {version}" for name, version in facts.tools) or "none needed"
-        return f"door {ctx.profile.door.kind}; {tools}"
+        return (f"door {ctx.profile.door.kind}; user {ctx.profile.claude.user} "
+                f"(home {ctx.profile.claude.home}); {tools}")
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,13 @@ FOREIGN = {
 
 
 def _tasks() -> list:
+    from provision.tasks.settings import StopHookPersists
+
     tasks = apply_tasks()
     if not mcp_server_available():  # runtime/mcp_server.py belongs to another issue
         tasks = [t for t in tasks if t.name != "McpTools"]
-    return tasks
+    # the persistence pause is StopHookPersists' own subject (tested there); keep it short here
+    return [StopHookPersists(pause=0.1) if t.name == "StopHookPersists" else t for t in tasks]
 
 
 def _apply(d: Deployment, check: bool = False) -> Report:

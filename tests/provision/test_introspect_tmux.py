@@ -120,3 +120,13 @@ def test_cli_introspect_text_shows_the_token_table(deployment: Deployment, capsy
     out = capsys.readouterr().out
     assert "* '--continue'" in out and "'--resume'" in out
     assert "ok: [testbox] LaunchCommand — tmux pane main:0.0 start command" in out
+
+
+def test_respawn_hook_and_remain_on_exit_are_recorded_as_evidence(deployment: Deployment) -> None:
+    deployment.start()
+    deployment.tmux.cmd("set-option", "-gw", "remain-on-exit", "on")
+    deployment.tmux.cmd("set-hook", "-g", "pane-died", "respawn-pane -k")
+    launch = introspect(LocalHost(), load_profile(deployment.profile_path))
+    assert "tmux remain-on-exit on" in launch.evidence
+    assert any(line.startswith("tmux hook pane-died") and "respawn-pane" in line
+               for line in launch.evidence)
