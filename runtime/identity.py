@@ -127,3 +127,38 @@ def resumed_session(argv: Sequence[str]) -> str | None:
 def format_argv(template: Sequence[str], session_id: str) -> tuple[str, ...]:
     """The resume argv for ``session_id``: ``{session_id}`` replaced in every token."""
     return tuple(token.replace("{session_id}", session_id) for token in template)
+
+
+def claude_session_record(config_dir: Path, pid: int) -> dict[str, object] | None:
+    """What a live claude says about itself in ``<config_dir>/sessions/<pid>.json``.
+
+    Claude Code (2.1.328, measured) writes ``{"pid", "sessionId", "procStart", "status":
+    "idle"|"busy", …}`` there. A file whose ``procStart`` does not match the pid's kernel start
+    time belongs to an earlier process with the same pid and is ignored (None).
+    """
+    import json
+
+    try:
+        data = json.loads((config_dir / "sessions" / f"{pid}.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    started = start_time(pid)
+    if started is None or str(data.get("procStart", started)) != str(started):
+        return None
+    return data
+
+
+def claude_session_status(config_dir: Path, session_id: str) -> str | None:
+    """``idle``/``busy`` of the live claude that runs ``session_id`` (None: none says so)."""
+    folder = config_dir / "sessions"
+    if not folder.is_dir():
+        return None
+    for path in folder.glob("*.json"):
+        if not path.stem.isdigit():
+            continue
+        data = claude_session_record(config_dir, int(path.stem))
+        if data is not None and data.get("sessionId") == session_id:
+            return str(data.get("status", ""))
+    return None

@@ -127,7 +127,11 @@ def _running_session(config: Config, op: Operation) -> tuple[str | None, str | N
         return identity, identity
     pid = door.process_pid(identity)
     argv = ident.cmdline(pid) if pid else None
-    return (ident.resumed_session(argv) if argv else None), identity
+    running = ident.resumed_session(argv) if argv else None
+    if running is None and pid and config.project_dir is not None:
+        said = ident.claude_session_record(config.project_dir.parent.parent, pid)
+        running = str(said["sessionId"]) if said and said.get("sessionId") else None
+    return running, identity
 
 
 def _remove_unused_candidate(store: Store, op: Operation) -> None:

@@ -251,7 +251,8 @@ class Rebuild(Job):
                 raise Abort("source_missing", f"transcript {str(source)!r} is missing") from exc
             now = time.monotonic()
             sig = (st.st_size, st.st_mtime_ns)
-            if sig != last:
+            busy = self._claude_busy()
+            if sig != last or busy:
                 last, since = sig, now
             elif now - since >= sw.stable_seconds:
                 return st.st_size, st.st_mtime_ns, now - start
@@ -264,6 +265,19 @@ class Rebuild(Job):
                 beat = now
             time.sleep(min(0.05, max(sw.stable_seconds / 3, 0.005)))
 
+    def _config_dir(self) -> Path | None:
+        """``$CLAUDE_CONFIG_DIR`` of the claude whose transcripts live in ``project_dir``."""
+        project = self.config.project_dir
+        return project.parent.parent if project is not None else None
+
+    def _claude_busy(self) -> bool:
+        """True while the claude running the old session says it is busy (a turn runs)."""
+        config_dir = self._config_dir()
+        old_id = self.op.fact("old_session_id")
+        if config_dir is None or not old_id:
+            return False
+        return ident.claude_session_status(config_dir, str(old_id)) == "busy"
+
     def _capture_identity(self) -> tuple[str, tuple[str, ...]]:
         try:
             identity = self.door.identity()
@@ -275,6 +289,12 @@ class Rebuild(Job):
                         f"pointer names session {identity!r}, not the stopping {old_id!r}")
         pid = self.door.process_pid(identity)
         old_argv = (ident.cmdline(pid) or ()) if pid else ()
+        config_dir = self._config_dir()
+        said = ident.claude_session_record(config_dir, pid) if pid and config_dir else None
+        if said is not None and said.get("sessionId") not in (None, old_id):
+            raise Abort("session_conflict",
+                        f"{self.door.name} process {pid} runs session {said.get('sessionId')!r}, "
+                        f"not the stopping {old_id!r}")
         self.note("identity", {"identity": identity, "pid": pid, "argv": list(old_argv),
                                "channel_flags": list(ident.channel_flags(old_argv))},
                   facts={"identity_before": identity, "old_argv": list(old_argv)})

@@ -36,6 +36,7 @@ def test_request_stop_worker_respawn_health_ends_activated(
     world.start_pane(tmux_server)
     before_pid = tmux_server.pane_pid(world.target)
     before_digest = digest(world.transcript)
+    before_size = world.transcript.stat().st_size
     op_id = request(world)
 
     world.send("stop")  # the hook runs inside the pane's process tree, like Claude Code's
@@ -48,9 +49,10 @@ def test_request_stop_worker_respawn_health_ends_activated(
     argv = cmdline(after_pid)
     assert argv is not None and new_id in argv and all(flag in argv for flag in CHANNEL)
     assert os.readlink(f"/proc/{after_pid}/cwd") == str(world.workdir)
-    assert digest(world.transcript) == before_digest
+    # Untouched since the freeze (claude's own late summary line came before it).
     backup = Path(op.fact("backup"))
-    assert digest(backup) == before_digest
+    assert digest(world.transcript) == digest(backup) == op.fact("source_sha256")
+    assert hashlib.sha256(backup.read_bytes()[:before_size]).hexdigest() == before_digest
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
     assert stat.S_IMODE(backup.parent.stat().st_mode) == 0o700
     phases = world.events(op_id)
@@ -139,7 +141,8 @@ def test_new_process_exiting_with_no_conversation_found_is_rolled_back(
     candidate = Path(world.store.read(op_id).fact("candidate_path"))
     candidate.unlink()  # after every check: the new claude will not find its session
     gate.touch()
-    assert world.wait_state(op_id) == "rolled_back"
+    assert world.wait_state(op_id) == "rolled_back", (
+        world.store.read(op_id).failure, world.store.events(op_id))
     op = world.store.read(op_id)
     assert op.failure is not None
     argv = cmdline(tmux_server.pane_pid(world.target))
@@ -271,3 +274,38 @@ def test_own_candidate_is_never_mistaken_for_another_session(
     assert world.wait_state(op_id) == "activated"
     rechecked = [e for e in world.store.events(op_id) if e["phase"] == "rechecked"][0]
     assert rechecked["candidate_excluded"] == candidate.name
+
+
+def test_worker_waits_while_claude_is_busy_and_freezes_after_its_late_summary_line(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    # Claude writes its stop_hook_summary after the hook returns; here 1 s later, far past the
+    # 0.2 s quiet period: only the busy flag in sessions/<pid>.json keeps the worker waiting.
+    world.start_pane(tmux_server, extra_env={"STANDIN_AFTER_HOOK_DELAY": "1.0"})
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    stable = [e for e in world.store.events(op_id) if e["phase"] == "stable"][0]
+    assert stable["waited_s"] >= 0.9
+    backup = Path(world.store.read(op_id).fact("backup")).read_text()
+    assert backup.rstrip().splitlines()[-1].count("stop_hook_summary") == 1
+
+
+def test_a_pane_that_runs_another_session_is_a_conflict(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    from tests.fixtures.standin_claude import write_transcript
+
+    world = tmux_world(tmp_path, tmux_server)
+    other = "0e0e0e0e-0000-4000-8000-00000000000b"
+    write_transcript(world.project_dir / f"{other}.jsonl", other, str(world.workdir),
+                     [("another conversation", "indeed")])
+    world.old_session, stopping = other, world.old_session
+    world.start_pane(tmux_server)  # the pane runs `other`
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=stopping)["operation_id"]
+    assert world.hook(session_id=stopping).returncode == 0
+    assert world.wait_state(op_id) == "failed"
+    op = world.store.read(op_id)
+    assert op.failure is not None and op.failure["code"] == "session_conflict"
+    assert f"runs session {other!r}" in op.failure["message"]
