@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from runtime.dirty import Ledger
-from runtime.speech import SpeechRules, Utterance, valid_timestamp
+from runtime.speech import SpeechRules, Utterance, looks_like_timestamp
 
 if TYPE_CHECKING:
     from runtime.transcript import ReadStats
@@ -54,7 +54,7 @@ class Classifier:
             if type(uuid) is str:
                 self.recent_uuids.append(uuid)
             stamp = event.get("timestamp")
-            if stamp is not None and valid_timestamp(stamp):
+            if stamp is not None and looks_like_timestamp(stamp):
                 self.last_timestamp = stamp
         if event.get("isSidechain") is True:
             self._ignore(kind, "sidechain", "sidechain", size)

@@ -25,9 +25,15 @@ _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _ISO = re.compile(
-    r"\d{4}-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-6]\d(?:\.\d{1,9})?(?:Z|[+-][0-2]\d:?[0-5]\d)"
+    r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
+    r"(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)"
 )
 _BASH_ECHO = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
+
+
+def looks_like_timestamp(value: Any) -> bool:
+    """The cheap check used on every event: the ISO-8601 shape with plausible field ranges."""
+    return type(value) is str and _ISO.fullmatch(value) is not None
 
 
 def valid_timestamp(value: Any) -> bool:
@@ -185,7 +191,7 @@ class SpeechRules:
             role=role,
             text=text,
             source_uuid=uuid if type(uuid) is str else "",
-            timestamp=raw if good else last_valid,
+            timestamp=raw if good else (last_valid if valid_timestamp(last_valid) else None),
             source_timestamp=raw,
             timestamp_replaced=not good,
             cwd=event.get("cwd"),

@@ -68,7 +68,7 @@ def build_transcript(source: Path, target: Path, megabytes: int) -> int:
     return written
 
 
-def run_once(argv: list[str]) -> tuple[float, float, float]:
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     """Wall time (s), CPU time (user+sys, s) and peak RSS (MiB) of one run of ``argv``.
 
     RSS and CPU come from ``/usr/bin/time`` when present: a child forked from this (bigger)
@@ -77,7 +77,7 @@ def run_once(argv: list[str]) -> tuple[float, float, float]:
     timer = ["/usr/bin/time", "-f", "%M"] if os.access("/usr/bin/time", os.X_OK) else []
     start = time.perf_counter()
     child = subprocess.Popen(
-        [*timer, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO
+        [*timer, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=env
     )
     _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - start
@@ -89,13 +89,24 @@ def run_once(argv: list[str]) -> tuple[float, float, float]:
     return elapsed, usage.ru_utime + usage.ru_stime, kib / 1024
 
 
-def measure_all(commands: dict[str, list[str]], runs: int) -> dict[str, tuple[float, float, float]]:
-    """Best wall and CPU time and peak RSS per command; runs are interleaved so that load
-    from other processes on a shared machine hits every command alike."""
+def measure_all(
+    commands: dict[str, list[str]], runs: int, cache: Path
+) -> dict[str, tuple[float, float, float]]:
+    """Best wall and CPU time and peak RSS per command.
+
+    Runs are interleaved so that load from other processes on a shared machine hits every
+    command alike. Bytecode is cached in ``cache`` (a warm-up round fills it), as it is for an
+    installed package; without it every run would compile the modules again when the
+    environment sets PYTHONDONTWRITEBYTECODE.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    for argv in commands.values():
+        run_once(argv, env)
     best: dict[str, tuple[float, float, float]] = {}
     for _ in range(runs):
         for name, argv in commands.items():
-            wall, cpu, rss = run_once(argv)
+            wall, cpu, rss = run_once(argv, env)
             old = best.get(name, (float("inf"), float("inf"), 0.0))
             best[name] = (min(old[0], wall), min(old[1], cpu), max(old[2], rss))
     return best
@@ -127,6 +138,7 @@ def main() -> int:
                 "dirty": [*cli, "dirty", "--json", "--transcript", str(path)],
             },
             args.runs,
+            Path(tmp) / "pycache",
         )
     for name, (wall, cpu, rss) in results.items():
         print(f"  {name:<12} wall {wall:6.3f} s   cpu {cpu:6.3f} s   peak RSS {rss:6.1f} MiB")
