@@ -116,3 +116,13 @@ def test_manifest_records_source_uuid_timestamp_and_equal_digests(tmp_path: Path
     for entry in built.manifest:
         assert entry.source_sha256 == entry.candidate_sha256
         assert entry.as_dict()["item_id"] == entry.item_id
+
+
+def test_an_impossible_date_is_never_used_as_a_replacement(tmp_path: Path) -> None:
+    t = Transcript()
+    t.system("turn_duration", timestamp="2026-02-30T10:00:00.000Z")  # right shape, no such day
+    t.user("no time", timestamp="soon")
+    t.assistant("timed")
+    later = orjson.loads(t.lines[-1])["timestamp"]
+    built = build(tmp_path, t)
+    assert built.items[0]["timestamp"] == later
