@@ -1,0 +1,57 @@
+"""Process facts from /proc and from claude's own sessions/<pid>.json."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from runtime.identity import (
+    alive,
+    claude_session_record,
+    claude_session_status,
+    cmdline,
+    format_argv,
+    start_time,
+)
+
+
+def write_record(config_dir: Path, pid: int, **fields: object) -> None:
+    folder = config_dir / "sessions"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{pid}.json").write_text(json.dumps({"pid": pid, **fields}))
+
+
+def test_a_session_record_of_this_very_process_is_read(tmp_path: Path) -> None:
+    pid = os.getpid()
+    write_record(tmp_path, pid, sessionId="s-1", status="busy", procStart=str(start_time(pid)))
+    assert claude_session_record(tmp_path, pid)["sessionId"] == "s-1"  # type: ignore[index]
+    assert claude_session_status(tmp_path, "s-1") == "busy"
+    assert claude_session_status(tmp_path, "s-2") is None
+
+
+def test_a_record_left_by_an_earlier_process_with_the_same_pid_is_ignored(tmp_path: Path) -> None:
+    pid = os.getpid()
+    write_record(tmp_path, pid, sessionId="s-1", status="busy", procStart="1")
+    assert claude_session_record(tmp_path, pid) is None
+    assert claude_session_status(tmp_path, "s-1") is None
+
+
+def test_missing_or_broken_records_say_nothing(tmp_path: Path) -> None:
+    assert claude_session_record(tmp_path, os.getpid()) is None
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / f"{os.getpid()}.json").write_text("{not json")
+    assert claude_session_record(tmp_path, os.getpid()) is None
+
+
+def test_liveness_needs_the_same_start_time_and_no_zombie() -> None:
+    me = os.getpid()
+    assert alive(me) and alive(me, start_time(me))
+    assert not alive(me, (start_time(me) or 0) + 1)
+    assert not alive(None) and not alive(0)
+    assert cmdline(me) is not None
+
+
+def test_the_resume_template_names_the_session_in_every_token() -> None:
+    assert format_argv(["claude", "--resume", "{session_id}", "-x"], "abc") == (
+        "claude", "--resume", "abc", "-x")
