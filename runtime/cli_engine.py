@@ -45,10 +45,11 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from runtime.report import plan_report
+    from runtime.report import pick_transcript, plan_report
 
     config = _config(args)
-    report = plan_report(args.transcript, config, progress=_progress_for(args.transcript))
+    source = pick_transcript(args.transcript, config)
+    report = plan_report(source, config, progress=_progress_for(str(source)))
     if args.json:
         _emit_json(report)
     else:
@@ -57,10 +58,11 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_dirty(args: argparse.Namespace) -> int:
-    from runtime.report import dirty_report
+    from runtime.report import dirty_report, pick_transcript
 
     config = _config(args)
-    report = dirty_report(args.transcript, config, progress=_progress_for(args.transcript))
+    source = pick_transcript(args.transcript, config)
+    report = dirty_report(source, config, progress=_progress_for(str(source)))
     if args.json:
         _emit_json(report)
     else:
@@ -187,9 +189,9 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in counts.items()) or "-"
 
 
-def _progress_for(transcript: str | None) -> Any:
+def _progress_for(transcript: str) -> Any:
     """A stderr progress printer for big files on a terminal, else None."""
-    if not sys.stderr.isatty() or transcript is None:
+    if not sys.stderr.isatty():
         return None
     try:
         size = os.path.getsize(transcript)
