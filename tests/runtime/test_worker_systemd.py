@@ -32,8 +32,8 @@ def tl_launch() -> str:
     return str(Path(sys.executable).with_name("tl-launch"))
 
 
-def setup_unit(sandbox: SystemdSandbox, resume_channels: tuple[str, ...] = CHANNEL
-               ) -> tuple[Path, Path, str]:
+def setup_unit(sandbox: SystemdSandbox, resume_channels: tuple[str, ...] = CHANNEL,
+               extra_env: str = "") -> tuple[Path, Path, str]:
     share = sandbox.share
     work = share / "srv" / "app"
     work.mkdir(parents=True)
@@ -68,7 +68,8 @@ def setup_unit(sandbox: SystemdSandbox, resume_channels: tuple[str, ...] = CHANN
         f"Environment=CLAUDE_CONFIG_DIR={cfg} HOME={share}/home "
         f"STANDIN_RECORD={share}/standin.jsonl STANDIN_TRIGGER={share}/trigger\n"
         f"Environment=\"STANDIN_HOOK={TL_REBUILD} hook-stop --config {config}\"\n"
-        f"ExecStart={launch}\n"
+        + (f"Environment={extra_env}\n" if extra_env else "")
+        + f"ExecStart={launch}\n"
         f"StandardError=append:{share}/launch.log\n"
     ))
     sandbox.daemon_reload()
@@ -136,3 +137,21 @@ def test_a_deaf_launch_argv_fails_health_under_systemd_and_the_old_session_is_re
     assert resumed["ok"] is True  # as healthy as it was: the old flags are all back
     wait_for(lambda: starts(sandbox)[-1]["argv"][:2] == ["--resume", old],
              what="the old session's start record")
+
+
+def test_without_systemd_run_the_hook_fails_the_operation_instead_of_starting_a_doomed_worker(
+    systemd_sandbox: SystemdSandbox,
+) -> None:
+    sandbox = systemd_sandbox
+    config_path, _, old = setup_unit(sandbox, extra_env="PATH=/nonexistent")
+    pid = sandbox.main_pid(UNIT)
+    op_id = request(load_config(config_path), "full", "REBUILD", session_id=old)["operation_id"]
+    fire_stop(sandbox)
+    store = Store(sandbox.share / "state")
+    wait_for(lambda: store.read(op_id).state.value in END, timeout=60, what="the end")
+    op = store.read(op_id)
+    assert op.state.value == "failed" and op.failure is not None
+    assert op.failure["code"] == "cgroup_escape_failed"
+    assert UNIT in op.failure["message"] and "systemd-run" in op.failure["message"]
+    assert "worker_spawned" not in [e["phase"] for e in store.events(op_id)]
+    assert sandbox.main_pid(UNIT) == pid
