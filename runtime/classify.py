@@ -215,12 +215,12 @@ class Classifier:
             self._maybe_snapshot(event, texts)
         origin = event.get("origin")
         origin_kind = origin.get("kind") if type(origin) is dict else None
+        if origin_kind == "channel" or rules.opens_channel(texts):
+            self._human(event, "channel", texts, size, image_bytes)
+            return
         if event.get("isMeta") is True:
-            if origin_kind == "channel" or rules.opens_channel(texts):
-                self._human(event, "channel", texts, size, image_bytes)
-            else:
-                self._ignore("user", "meta", "meta_injection", size - image_bytes)
-                self.ledger.add("image", image_bytes)
+            self._ignore("user", "meta", "meta_injection", size - image_bytes)
+            self.ledger.add("image", image_bytes)
             return
         if origin_kind == "task-notification":
             self._ignore("user", "task_notification", "injected_block", size)

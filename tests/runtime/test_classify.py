@@ -97,6 +97,14 @@ def test_channel_message_with_origin_kind_channel_is_speech(tmp_path: Path) -> N
     assert kinds(built) == ["channel"]
 
 
+def test_a_channel_message_not_marked_meta_still_counts_as_channel(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user('<channel source="companion">\nhi\n</channel>')
+    t.user("typed", origin={"kind": "human"})
+    built = build(tmp_path, t)
+    assert kinds(built) == ["channel", "typed"]
+
+
 def test_channel_message_lands_once_despite_queue_operation_echoes(tmp_path: Path) -> None:
     t = Transcript()
     t.channel("ping")
