@@ -1,4 +1,4 @@
-"""The ``tl-provision`` command line: introspect, apply, drift (accept: not in this release).
+"""The ``tl-provision`` command line: introspect, apply, drift, accept (provision/accept.py).
 
 Exit codes: 0 ok (drift: clean), 1 drift found, 2 failed task or error. Errors print one line
 ``tl-provision: error: <msg>`` (a traceback only with ``--debug``).
@@ -112,8 +112,11 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    raise ProvisionError("accept is not implemented in this release; run 'tl-provision drift' "
-                         "and 'tl-rebuild doctor' instead")
+    from provision.accept import cmd_accept as accept
+    from provision.profile import load_profile
+
+    profile = load_profile(args.profile)
+    return accept(args, profile, _host(profile))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         "introspect": (cmd_introspect, "show how claude is really launched and the resume argv"),
         "apply": (cmd_apply, "install config, Stop hook, MCP server; verify; record manifest"),
         "drift": (cmd_drift, "compare the machine with the last apply (exit 0 clean, 1 drift)"),
-        "accept": (cmd_accept, "post-install acceptance checklist (not in this release)"),
+        "accept": (cmd_accept, "post-install acceptance checklist (exit 0 all pass, 1 a fail)"),
     }
     for name, (func, text) in specs.items():
         cmd = sub.add_parser(name, help=text, description=text)
@@ -138,9 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--restart-claude", action="store_true",
                              help="restart the live claude at the end (never implicit)")
         if name == "accept":
-            cmd.add_argument("--drill", action="store_true")
-            cmd.add_argument("--live", action="store_true")
+            cmd.add_argument("--drill", action="store_true",
+                             help="full rebuild on an isolated scratch tmux target")
+            cmd.add_argument("--live", action="store_true",
+                             help="rebuild the real target (needs --confirm REBUILD)")
             cmd.add_argument("--confirm", default="")
+            cmd.add_argument("--wait-minutes", type=float, default=10.0,
+                             help="--live: how long to wait for the switch and the messages")
     return parser
 
 

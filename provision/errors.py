@@ -10,6 +10,7 @@
     ├── McpRegistrationError  the claude CLI refused, or a same-name server sits in another scope
     ├── VerifyError         a post-install check failed (names the check and its evidence)
     ├── ManifestError       state_dir/provision.json is missing or unreadable (drift needs it)
+    ├── AcceptError         accept was called wrongly (--live without --confirm REBUILD, …)
     └── HostError           a command run through provision.host failed or is missing
 """
 
@@ -54,6 +55,10 @@ class VerifyError(ProvisionError):
 
 class ManifestError(ProvisionError):
     """The manifest of the last apply is missing or unreadable."""
+
+
+class AcceptError(ProvisionError):
+    """accept was called in a way that must not run (nothing was done)."""
 
 
 class HostError(ProvisionError):

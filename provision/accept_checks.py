@@ -1,0 +1,121 @@
+"""What each acceptance line means when it fails (``HINTS``), and small helpers of accept.
+
+``HINTS`` is the operator's "what to do" column: ``tl-provision accept`` prints the hint of every
+failed line, the JSON report carries it as ``hint``, and HANDOFF.md quotes it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime.config import Config
+
+HINTS = {
+    "manifest readable": "run 'tl-provision apply HOST.yml' (it records state_dir/provision.json)",
+    "runtime config valid": "re-run apply; never hand-edit the rendered config "
+                            "(drift reports edits)",
+    "project dir exists": "claude has not written a session for this workdir yet, or "
+                          "claude.home / CLAUDE_CONFIG_DIR in the profile is wrong",
+    "transcripts > 0": "start claude in the workdir and say one thing, then re-run accept",
+    "door target alive": "the tmux pane / systemd unit / pointer named in the profile is not "
+                         "running claude: fix door.* in the profile or start claude, re-apply",
+    "claude binary absolute": "re-run apply on the host where claude really runs; the resume "
+                              "argv must start with claude's absolute path",
+    "workdir matches project dir": "the wrong-project-dir incident: resume would fail after the "
+                                   "old process is gone; fix claude.workdir/home and re-apply",
+    "source session id non-empty": "no session transcript in project_dir; talk to claude first",
+    "doctor": "run 'tl-rebuild doctor --config CONFIG' and fix each failing check",
+    "nothing blocked": "read 'tl-rebuild plan': a poisoned context or carry_overflow=block "
+                       "needs a human decision before any rebuild",
+    "selected turns = source turns": "carry_max_tokens drops turns: raise it or set 0 "
+                                     "(unlimited) in the profile's rebuild section",
+    "nothing dropped": "a cap or include_open_tail=false leaves speech behind; adjust the "
+                       "rebuild knobs and re-apply",
+    "noise ratio plausible": "below 0.5 usually means the wrong project_dir (SPEC §3.9); "
+                             "a young session may also be clean: check with 'tl-rebuild dirty'",
+    "hook in settings.json": "re-run apply (a running claude may have rewritten settings.json "
+                             "from a stale copy); then restart claude so it reads the hook",
+    "hook exits 0 on a synthetic Stop": "run the hook command by hand with a Stop payload on "
+                                        "stdin; read state_dir/worker.log",
+    "hook schedules nothing": "a Stop from an unknown session must never schedule: report a bug "
+                              "with 'tl-rebuild status --json'",
+    "MCP lists 7 tools": "run 'claude mcp get NAME' as the claude user; re-apply to re-register",
+    "resume argv ≡ launch argv": "the launch command changed since apply: re-run apply "
+                                 "(never edit resume_argv by hand)",
+    "live argv ≡ launch argv": "the running claude was started differently from the recorded "
+                               "launch: restart it the configured way, or re-apply",
+    "channel flags kept": "the deaf-process incident: a channel flag of the live claude is "
+                          "missing from the resume argv; re-apply",
+    "server channels registered": "register the development channel's MCP server "
+                                  "('claude mcp add … NAME'), then re-run accept",
+    "hook still present after a pause": "a running claude rewrote settings.json: stop other "
+                                        "claude sessions of this user, re-apply, restart",
+    "drill scratch ready": "read the evidence: the scratch copy or its tmux server could not "
+                           "be prepared (disk space, tmux missing)",
+    "drill old claude running": "the resume argv does not start in the scratch pane: run it by "
+                                "hand in the workdir and read what it prints",
+    "drill activated": "read the drill's timeline in the evidence (failure code and message); "
+                       "the same would happen on the real target",
+    "drill pane pid changed": "the switch did not replace the process: check the door",
+    "drill old transcript byte-identical": "a bug: the source must never change; report it",
+    "drill backup present": "state_dir not writable or artifacts pruned too early",
+    "drill channel flags on the new process": "the deaf process: re-apply so the resume argv "
+                                              "keeps every channel flag",
+    "drill timeline complete": "a phase is missing from the operation's timeline: report a bug "
+                               "with the evidence",
+    "drill no orphans": "processes of the scratch HOME/dir outlived the drill (listed); they "
+                        "were killed — check that nothing there talks to a real channel",
+    "live requested": "an operation is already active: 'tl-rebuild status', wait or cancel",
+    "live switched": "read 'tl-rebuild status --json'; a rolled_back operation kept the old "
+                     "session (nothing lost)",
+    "live channel heard": "send a message through that channel yourself (a human must) and "
+                          "re-run with a longer --wait-minutes; if it never arrives, roll back",
+}
+
+
+def fmt_argv_diff(wanted: Sequence[str], actual: Sequence[str]) -> dict[str, object]:
+    """Token-by-token difference of two argvs (position, wanted, actual)."""
+    width = max(len(wanted), len(actual))
+    diffs = []
+    for i in range(width):
+        left = wanted[i] if i < len(wanted) else None
+        right = actual[i] if i < len(actual) else None
+        if left != right:
+            diffs.append({"position": i, "wanted": left, "actual": right})
+    return {"wanted": list(wanted), "actual": list(actual), "differences": diffs}
+
+
+def trim_to_binary(argv: Sequence[str], binary: str) -> list[str] | None:
+    """``argv`` from the claude program on (drops an interpreter in front), or None."""
+    for i, token in enumerate(argv):
+        if token == binary or os.path.basename(token) in ("claude", "cli.js"):
+            return list(argv[i:])
+    return None
+
+
+def claude_pid(config: Config, binary: str) -> int | None:
+    """The live claude process behind the door (the door's pid or one of its descendants)."""
+    from runtime.doors.base import open_door
+    from runtime.identity import cmdline, descendants
+
+    try:
+        door = open_door(config)
+        pid = door.process_pid(door.identity())
+    except Exception:  # noqa: BLE001 - no live process is a fact, reported by the caller
+        return None
+    if pid is None or door.name == "pointer":
+        return None
+    for candidate in (pid, *descendants(pid)):
+        if trim_to_binary(cmdline(candidate) or (), binary) is not None:
+            return candidate
+    return None
+
+
+def claude_argv(pid: int, binary: str) -> list[str]:
+    """The live argv of claude ``pid`` from its program on."""
+    from runtime.identity import cmdline
+
+    return trim_to_binary(cmdline(pid) or (), binary) or []

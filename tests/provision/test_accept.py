@@ -1,0 +1,162 @@
+"""accept: read-only and wiring stages against a host prepared by a real ``tl-provision apply``.
+
+The host is tests/provision/conftest.py's deployment (temp HOME, private tmux socket, stand-in
+claude in the pane) made ``ready`` by test_apply_tmux.py's fixture (pinned claude CLI as
+claude.binary, ``companion`` registered as a user MCP server), plus one session transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from provision import engine
+from provision.accept import FAIL, PASS, Checklist, run_accept
+from provision.cli import apply_tasks, main
+from provision.host import LocalHost
+from provision.profile import load_profile
+from provision.result import Context
+from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
+from tests.fixtures.standin_claude import write_transcript
+from tests.provision.conftest import Deployment
+from tests.provision.test_apply_tmux import ready  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
+
+TURNS = [("remember the blue door", "noted: the blue door"), ("and 4711", "4711, got it")]
+
+
+def provision_host(d: Deployment) -> str:
+    """Write one session transcript, run a real apply; return the session id."""
+    from runtime.paths import encode_project_dir
+
+    session = str(uuid.uuid4())
+    project = d.home / ".claude" / "projects" / encode_project_dir(str(d.workdir))
+    write_transcript(project / f"{session}.jsonl", session, str(d.workdir), TURNS)
+    profile = load_profile(d.profile_path)
+    report = engine.run(apply_tasks(), LocalHost(profile.host), Context(profile))
+    assert report.exit_code == 0, [r.message for r in report.results if r.status == "failed"]
+    return session
+
+
+@pytest.fixture
+def installed(ready: Deployment) -> Deployment:  # noqa: F811
+    provision_host(ready)
+    return ready
+
+
+def accept(d: Deployment, **kwargs) -> Checklist:
+    profile = load_profile(d.profile_path)
+    return run_accept(profile, LocalHost(profile.host), pause=0.0, **kwargs)
+
+
+def status(report: Checklist) -> dict[str, str]:
+    return {line.name: line.status for line in report.lines}
+
+
+def evidence(report: Checklist, name: str):
+    return next(line.evidence for line in report.lines if line.name == name)
+
+
+def test_a_fresh_install_passes_every_readonly_and_wiring_line(installed: Deployment) -> None:
+    report = accept(installed)
+    assert report.exit_code == 0, [(x.name, x.evidence) for x in report.failed]
+    seen = status(report)
+    for name in ("manifest readable", "runtime config valid", "project dir exists",
+                 "transcripts > 0", "door target alive", "claude binary absolute",
+                 "workdir matches project dir", "source session id non-empty", "doctor",
+                 "nothing blocked", "selected turns = source turns", "nothing dropped",
+                 "noise ratio plausible", "hook in settings.json",
+                 "hook exits 0 on a synthetic Stop", "hook schedules nothing",
+                 "MCP lists 7 tools", "resume argv ≡ launch argv", "live argv ≡ launch argv",
+                 "channel flags kept", "server channels registered [companion]",
+                 "hook still present after a pause"):
+        assert seen.get(name) == PASS, (name, seen.get(name))
+    assert evidence(report, "selected turns = source turns") == {"source": 2, "selected": 2}
+    assert evidence(report, "MCP lists 7 tools")["tools"] == 7
+    hook = evidence(report, "hook exits 0 on a synthetic Stop")
+    assert hook["rc"] == 0 and hook["stdout"] == "{}"
+    assert hook["ms"] < hook["timeout_s"] * 1000  # exits within the hook timeout
+    assert report.numbers["hook_ms"] == hook["ms"]
+    assert evidence(report, "door target alive")["pid"] == installed.tmux.pane_pid(
+        installed.target)
+
+
+def test_synthetic_stop_leaves_a_pending_operation_pending(installed: Deployment) -> None:
+    from runtime.config import load_config
+    from runtime.ops import request
+    from runtime.ops import status as op_status
+
+    config = load_config(installed.config_path)
+    session = config.project_dir and sorted(config.project_dir.glob("*.jsonl"))[0].stem
+    op = request(config, "accept test", "REBUILD", session_id=session)
+    report = accept(installed)
+    assert status(report)["hook schedules nothing"] == PASS
+    after = op_status(config, op["operation_id"])
+    assert after["state"] == "pending"
+    ignored = [e for e in after["events"] if e["phase"] == "stop_ignored"]
+    assert ignored and ignored[-1]["session_id"].startswith("tl-accept-")
+
+
+def test_a_hand_edited_resume_argv_without_the_channel_flag_fails(installed: Deployment) -> None:
+    text = installed.config_path.read_text()
+    deaf = text.replace(', "--dangerously-load-development-channels", "server:companion"]',
+                        "]", 1)
+    assert deaf != text
+    installed.config_path.write_text(deaf)
+    report = accept(installed)
+    assert report.exit_code == 1
+    assert status(report)["resume argv ≡ launch argv"] == FAIL
+    assert status(report)["channel flags kept"] == FAIL
+    assert "--dangerously-load-development-channels server:companion" in \
+        evidence(report, "channel flags kept")["missing"]
+    assert "re-apply" in next(x.hint for x in report.failed if x.name == "channel flags kept")
+
+
+def test_a_missing_hook_fails_the_hook_lines_and_runs_nothing(installed: Deployment) -> None:
+    doc = json.loads(installed.settings.read_text())
+    doc["hooks"]["Stop"] = [g for g in doc["hooks"]["Stop"]
+                            if not any("tl-rebuild" in h["command"] for h in g["hooks"])]
+    installed.settings.write_text(json.dumps(doc))
+    report = accept(installed)
+    seen = status(report)
+    assert seen["hook in settings.json"] == FAIL
+    assert seen["hook exits 0 on a synthetic Stop"] == FAIL
+    assert seen["hook still present after a pause"] == FAIL
+    assert seen["MCP lists 7 tools"] == PASS
+    assert report.exit_code == 1
+
+
+def test_cli_prints_a_json_report_and_refuses_live_without_the_word(
+        installed: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["accept", "--json", str(installed.profile_path)])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["ok"] is True and data["exit_code"] == 0
+    assert data["counts"]["fail"] == 0 and data["counts"]["pass"] >= 20
+    assert {"stage", "name", "status", "evidence"} <= set(data["lines"][0])
+    rc = main(["accept", "--live", "--confirm", "rebuild", str(installed.profile_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--confirm REBUILD" in err and "nothing was done" in err
+    assert not list((installed.state_dir / "operations").glob("op-*.json"))
+
+
+def test_without_a_manifest_the_checklist_fails_and_names_apply(ready: Deployment,  # noqa: F811
+                                                               ) -> None:
+    report = accept(ready)
+    assert report.exit_code == 1
+    first = report.lines[0]
+    assert (first.name, first.status) == ("manifest readable", FAIL)
+    assert "tl-provision apply" in first.hint
+
+
+def test_table_output_names_each_failed_line_with_what_to_do(tmp_path: Path) -> None:
+    report = Checklist("box")
+    report.add("workdir matches project dir", False, {"workdir": "/root"})
+    report.add("transcripts > 0", True, {"count": 3})
+    text = report.table()
+    assert "FAIL  readonly  workdir matches project dir" in text
+    assert "what to do: the wrong-project-dir incident" in text
+    assert text.endswith("box : pass=1 fail=1 skip=0")
