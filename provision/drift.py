@@ -93,34 +93,29 @@ def _launch_findings(host: Host, recorded: Recorded, launch: Launch) -> list[Fin
 
 
 def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:
+    from provision.settings import find_stop_hook, parse_settings
+    from provision.tasks.mcp import McpServer
+    from provision.tasks.settings import StopHook
+
     found = []
-    try:
-        from provision.settings import find_stop_hook, parse_settings
-        from provision.tasks.settings import StopHook
-    except ImportError:
-        StopHook = None  # noqa: N806 - the task is optional in this release
-    if StopHook is not None and recorded.hook_command is not None:
+    if recorded.hook_command is not None:
         path = ctx.profile.claude.settings_path
         try:
-            facts = StopHook().facts(host, ctx)
-            if StopHook().plan(facts, ctx):
-                current = find_stop_hook(parse_settings(facts.raw, path))
+            hook_facts = StopHook().facts(host, ctx)
+            if StopHook().plan(hook_facts, ctx):
+                current = find_stop_hook(parse_settings(hook_facts.raw, path))
                 after = "absent" if current is None else str(current.get("command"))
                 found.append(Finding(f"Stop hook missing or altered in {path}",
                                      recorded.hook_command, after))
         except SettingsError as exc:
             found.append(Finding("settings.json invalid", path, str(exc)))
-    try:
-        from provision.tasks.mcp import McpServer
-    except ImportError:
-        McpServer = None  # noqa: N806 - the task is optional in this release
-    if McpServer is not None and recorded.mcp is not None:
+    if recorded.mcp is not None:
         try:
-            facts = McpServer().facts(host, ctx)
-            if McpServer().plan(facts, ctx):
-                current = facts.in_scope(facts.scope)
-                found.append(Finding(f"MCP server {facts.name!r} missing or changed",
-                                     recorded.mcp, current.describe() if current else "absent"))
+            mcp_facts = McpServer().facts(host, ctx)
+            if McpServer().plan(mcp_facts, ctx):
+                spec = mcp_facts.in_scope(mcp_facts.scope)
+                found.append(Finding(f"MCP server {mcp_facts.name!r} missing or changed",
+                                     recorded.mcp, spec.describe() if spec else "absent"))
         except McpRegistrationError as exc:
             found.append(Finding("MCP server shadowed", recorded.mcp, str(exc)))
     return found

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from provision.errors import HostError
 
@@ -116,7 +117,7 @@ class LocalHost(Host):
 
         argv = tuple(str(arg) for arg in argv)
         try:
-            command = local[argv[0]][argv[1:]]
+            command: Any = local[argv[0]][argv[1:]]
             if env is not None:
                 command = command.with_env(**env)
             if cwd is not None:

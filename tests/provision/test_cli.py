@@ -1,0 +1,41 @@
+"""The tl-provision command line: one-line errors, exit 2, nothing touched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provision.cli import main
+
+
+def test_invalid_profile_lists_every_problem_and_exits_2(tmp_path: Path, capsys) -> None:
+    profile = tmp_path / "host.yml"
+    profile.write_text("host: h\nclaude: {user: u}\ndoor: {kind: tmux, tmux: {}}\nextra: 1\n")
+    assert main(["apply", "--check", str(profile)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tl-provision: error: invalid host profile")
+    for problem in ("claude.home: required", "door.tmux.target: required",
+                    "extra: unknown key", "install: required"):
+        assert problem in err
+
+
+def test_ssh_connection_is_refused_in_this_release(tmp_path: Path, capsys) -> None:
+    profile = tmp_path / "host.yml"
+    profile.write_text("host: h\nconnection: ssh://root@vps\nclaude: {user: u, home: /h}\n"
+                       "door: {kind: tmux, tmux: {target: 'x:0.0'}}\n"
+                       "install: {config_path: /c.toml, state_dir: /s}\n")
+    assert main(["introspect", str(profile)]) == 2
+    assert "connection 'ssh://root@vps' is not supported" in capsys.readouterr().err
+
+
+def test_missing_profile_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    assert main(["drift", str(tmp_path / "nope.yml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tl-provision: error: host profile not found: '{tmp_path / 'nope.yml'}'"]
+
+
+def test_subcommand_is_required() -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([])
+    assert caught.value.code == 2
