@@ -20,6 +20,10 @@ from runtime.doors.base import Door
 from runtime.errors import IdentityConflictError
 
 NOT_FOUND = "No conversation found"
+# Claude Code shows this on every start with --dangerously-load-development-channels; the
+# preselected choice accepts. The old process had the flag, so the user already chose it.
+DEV_WARNING = "I am using this for local development"
+DEV_FLAG = "--dangerously-load-development-channels"
 POLL = 0.1
 
 
@@ -51,6 +55,8 @@ def check(door: Door, want: Expectation) -> HealthReport:
         return _check_pointer(door, want)
     deadline = time.monotonic() + want.window
     first: str | None = None
+    accept = any(flag.startswith(DEV_FLAG) for flag in want.channel_flags)
+    confirmed, last_press = 0, 0.0
     while True:
         try:
             current = door.identity()
@@ -67,12 +73,21 @@ def check(door: Door, want: Expectation) -> HealthReport:
         pid = door.process_pid(current)
         if pid is None or not ident.alive(pid):
             return HealthReport(False, f"the new process {pid} died", {"identity": current})
-        if NOT_FOUND in door.screen():
+        screen = door.screen()
+        if NOT_FOUND in screen:
             return HealthReport(False, f"the screen shows {NOT_FOUND!r}", {"pid": pid})
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if accept and DEV_WARNING in screen and now - last_press > 1.0 and door.confirm():
+            confirmed, last_press = confirmed + 1, now
+        if now >= deadline:
             break
         time.sleep(POLL)
-    return _judge_process(pid, current, want)
+    report = _judge_process(pid, current, want)
+    report.evidence["warnings_confirmed"] = confirmed
+    if DEV_WARNING in door.screen():
+        return HealthReport(False, "claude still waits at the development-channels warning",
+                            report.evidence)
+    return report
 
 
 def _judge_process(pid: int, identity: str, want: Expectation) -> HealthReport:

@@ -8,6 +8,8 @@ A door answers three questions and does one thing:
   door has no process, as for the pointer door).
 - ``screen()``: recent output of the claude process (pane text, journal), for the health check.
 - ``switch(session_id, resume_argv, workdir)``: make the target run ``session_id``.
+- ``confirm()``: press Enter in the claude's terminal (the development-channels warning that
+  claude shows on every start with ``--dangerously-load-development-channels``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class Door(Protocol):
 
     def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
         """Make the target run ``session_id`` with ``resume_argv`` in ``workdir``."""
+        ...
+
+    def confirm(self) -> bool:
+        """Answer a start-up prompt with its preselected choice; False when the door cannot."""
         ...
 
 
@@ -85,3 +91,6 @@ class SystemdAdapter:
     def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
         del resume_argv, workdir  # tl-launch builds the argv and the unit sets the cwd
         self.door.switch(session_id)
+
+    def confirm(self) -> bool:
+        return False

@@ -62,3 +62,6 @@ class PointerDoor:
     def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
         del resume_argv, workdir  # the runner owns the argv and the cwd
         write_pointer(self.path, session_id)
+
+    def confirm(self) -> bool:
+        return False

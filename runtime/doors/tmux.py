@@ -63,7 +63,7 @@ class TmuxDoor:
 
     def screen(self) -> str:
         try:
-            result = self._tmux("capture-pane", "-p", "-J", "-t", self.target, "-S", "-200")
+            result = self._tmux("capture-pane", "-p", "-J", "-t", self.target)  # visible only
         except ProcError:
             return ""
         return result.stdout if result.ok else ""
@@ -79,3 +79,7 @@ class TmuxDoor:
             raise DoorError(
                 f"tmux respawn-pane -k -t {self.target!r} failed: {result.stderr.strip()}"
             )
+
+    def confirm(self) -> bool:
+        result = self._tmux("send-keys", "-t", self.target, "Enter")
+        return result.ok

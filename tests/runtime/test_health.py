@@ -43,6 +43,9 @@ class ProcessDoor:
     def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
         self.switched.append(session_id)
 
+    def confirm(self) -> bool:
+        return False
+
 
 @pytest.fixture
 def session(tmp_path: Path) -> Iterator[tuple[Path, str]]:

@@ -309,3 +309,19 @@ def test_a_pane_that_runs_another_session_is_a_conflict(
     op = world.store.read(op_id)
     assert op.failure is not None and op.failure["code"] == "session_conflict"
     assert f"runs session {other!r}" in op.failure["message"]
+
+
+def test_the_development_channels_warning_after_the_respawn_is_confirmed_like_the_user_did(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server, extra_env={"STANDIN_DEV_WARNING": "1"})
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    health = [e for e in world.store.events(op_id) if e["phase"] == "health"][0]
+    assert health["warnings_confirmed"] >= 1
+    accepted = [json.loads(line) for line in world.record.read_text().splitlines()
+                if '"warning_accepted"' in line]
+    assert len(accepted) == 2  # the first start (by the test) and the respawn (by the worker)
+    assert "ready" in tmux_server.capture(world.target)
