@@ -29,6 +29,8 @@ Optional hooks of a task:
 - ``details(facts, ctx) -> list[str]``: extra lines printed under the status line.
 - ``reverify = False`` (class attribute) for tasks whose action is a one-shot command
   (a restart) rather than a state to converge to.
+- ``halt_on_failure = True`` for tasks everything after depends on (the launch command, the
+  runtime config): when one fails, the rest of the run is ``skipped`` with the reason.
 
 The engine (provision/engine.py) runs, per task: ``skip_reason`` → ``facts`` → ``plan`` →
 (unless --check) ``Action.execute(host)`` for each action → ``facts`` + ``plan`` again, and a
@@ -155,6 +157,7 @@ class Task:
 
     name: ClassVar[str] = "Task"
     reverify: ClassVar[bool] = True  # re-read facts after acting; False for one-shot commands
+    halt_on_failure: ClassVar[bool] = False  # later tasks are skipped when this one fails
 
     def skip_reason(self, ctx: Context) -> str | None:
         """A reason to skip this task for this profile, or None to run it."""

@@ -62,8 +62,14 @@ def run(tasks: Sequence[Task], host: Host, ctx: Context,
         on_result: Callback | None = None) -> Report:
     """Run ``tasks`` in order and return the report (``on_result`` sees each line as it ends)."""
     results = []
+    halted: str | None = None
     for task in tasks:
-        result = run_task(task, host, ctx)
+        if halted is not None:
+            result = TaskResult(task.name, Status.SKIPPED, f"{halted} failed; nothing after it ran")
+        else:
+            result = run_task(task, host, ctx)
+            if result.status is Status.FAILED and task.halt_on_failure:
+                halted = task.name
         results.append(result)
         if on_result is not None:
             on_result(result)

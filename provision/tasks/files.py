@@ -77,6 +77,7 @@ class Directories(Task):
     """The state directory and the config file's directory exist with their modes."""
 
     name = "Directories"
+    halt_on_failure = True
 
     def facts(self, host: Host, ctx: Context) -> DirFacts:
         profile = ctx.profile
@@ -168,6 +169,7 @@ class RuntimeConfig(RenderedFile):
     """The runtime config (install.config_path) rendered from the profile and the launch."""
 
     name = "RuntimeConfig"
+    halt_on_failure = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return _needs_launch(ctx)

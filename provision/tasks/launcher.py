@@ -34,6 +34,7 @@ class HostFacts(Task):
     """The tools the profile's door needs exist on the host (read-only)."""
 
     name = "HostFacts"
+    halt_on_failure = True
 
     def facts(self, host: Host, ctx: Context) -> ToolFacts:
         kind = ctx.profile.door.kind
@@ -77,6 +78,7 @@ class LaunchCommand(Task):
     """The real launch command of claude, corroborated by the live process."""
 
     name = "LaunchCommand"
+    halt_on_failure = True
 
     def facts(self, host: Host, ctx: Context) -> LaunchFacts:
         launch = introspect(host, ctx.profile)
@@ -123,6 +125,7 @@ class ResumeCommand(Task):
     """The resume argv computed from the launch argv (the one input of every switch)."""
 
     name = "ResumeCommand"
+    halt_on_failure = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return None if ctx.launch else "no launch argv (LaunchCommand did not succeed)"

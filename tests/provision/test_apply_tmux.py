@@ -14,6 +14,7 @@ from provision.host import LocalHost
 from provision.profile import load_profile
 from provision.result import Context, Report, Status
 from tests.fixtures.claude_cli import claude_bin, claude_env  # noqa: F401 - fixture
+from tests.fixtures.tmux import wait_for
 from tests.provision.conftest import Deployment, mcp_server_available, write_profile
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
@@ -29,10 +30,10 @@ FOREIGN = {
 }
 
 
-def _tasks() -> list:
+def _tasks(restart: bool = False) -> list:
     from provision.tasks.settings import StopHookPersists
 
-    tasks = apply_tasks()
+    tasks = apply_tasks(restart)
     if not mcp_server_available():  # runtime/mcp_server.py belongs to another issue
         tasks = [t for t in tasks if t.name != "McpTools"]
     # the persistence pause is StopHookPersists' own subject (tested there); keep it short here
@@ -136,3 +137,22 @@ def test_cli_apply_with_diff_prints_the_config_diff_and_the_recap(
     # in check mode nothing is registered yet, so only McpTools may fail (it spawns the server)
     assert all("McpTools" in line for line in failed), failed
     assert rc == (2 if failed else 0)
+
+
+def test_restart_claude_respawns_the_pane_in_its_workdir_with_the_launch_argv(
+        ready: Deployment) -> None:
+    from provision.introspect import introspect
+
+    before = introspect(LocalHost(), load_profile(ready.profile_path))
+    profile = load_profile(ready.profile_path)
+    report = engine.run(_tasks(restart=True), LocalHost(), Context(profile))
+    restart = report.results[-1]
+    assert restart.task == "RestartClaude" and restart.status is Status.CHANGED
+    assert "(--restart-claude)" in restart.message
+    assert before.live is not None
+    wait_for(lambda: ready.tmux.pane_pid(ready.target) != before.live.pid, what="new pane pid")
+    after = wait_for(lambda: (lambda launch: launch if launch.live else None)(
+        introspect(LocalHost(), profile)), what="claude running again")
+    assert after.argv == before.argv
+    assert after.workdir == before.workdir == str(ready.workdir)
+    assert ready.tmux.display(ready.target, "#{pane_start_command}").startswith('"cd ')

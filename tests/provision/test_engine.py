@@ -156,3 +156,14 @@ def test_ensure_dir_diff_shows_mode_before_and_after() -> None:
     host = FakeHost()
     action.execute(host)
     assert host.dirs["/var/lib/tl"] == 0o700
+
+
+def test_a_failed_halting_task_skips_the_rest_with_the_reason() -> None:
+    class Fatal(Broken):
+        halt_on_failure = True
+
+    host = FakeHost()
+    report = engine.run([Fatal(), FileTask()], host, _ctx())
+    assert [r.status for r in report.results] == [Status.FAILED, Status.SKIPPED]
+    assert report.results[1].message == "Broken failed; nothing after it ran"
+    assert host.written == []
