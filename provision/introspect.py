@@ -144,11 +144,27 @@ def _tmux(host: Host, profile: Profile) -> Launch:
         source = f"systemd unit {profile.door.tmux_unit} → tmux new-session command"
         evidence.append(f"unit {profile.door.tmux_unit} ExecStart={shlex.join(commands[0].argv)}")
     else:
-        configured = F.parse_pane_start_command(pane.start_command)
+        configured = _pane_command(host, profile, pane)
         source = f"tmux pane {pane.target} start command"
     live = find_claude(host, pane.pid, profile.claude.binary)
     workdir = configured.cwd or (live.cwd if live else None) or pane.start_path or None
     return _settle(host, profile, source, configured, live, workdir, evidence)
+
+
+def _pane_command(host: Host, profile: Profile, pane: F.Pane) -> F.ShellCommand:
+    """The pane's start command: the lossless ``pane_start_command_list`` when this tmux has it
+    (newer than 3.7c; older servers print nothing), else ``pane_start_command``."""
+    try:
+        listed = host.run([*_tmux_base(profile), "display-message", "-p", "-t", pane.pane_id,
+                           "#{pane_start_command_list}"])
+    except HostError:
+        listed = None
+    text = listed.stdout.strip() if listed is not None and listed.ok else ""
+    if text:
+        words = shlex.split(text)
+        return F.parse_shell_command(words[0]) if len(words) == 1 else F.ShellCommand(
+            tuple(words))
+    return F.parse_pane_start_command(pane.start_command)
 
 
 def _tmux_hooks(host: Host, profile: Profile) -> list[str]:

@@ -102,7 +102,9 @@ class LaunchCommand(Task):
                 f"[cwd {launch.workdir}, claude {facts.binary_version}]")
 
     def details(self, facts: LaunchFacts, ctx: Context) -> list[str]:
-        return [f"evidence: {line}" for line in facts.launch.evidence]
+        channels = shlex.join(facts.launch.channel_flags) or "none"
+        return [f"workdir: {facts.launch.workdir}", f"channels: {channels}",
+                *(f"evidence: {line}" for line in facts.launch.evidence)]
 
 
 def claude_version(host: Host, binary: str) -> str:
