@@ -27,10 +27,6 @@ def register(sub: Any) -> None:
     _cmd(sub, "recover", "settle an operation whose worker is gone", _recover)
     p = _cmd(sub, "gc", "delete old finished operations and their artifacts", _gc)
     p.add_argument("--keep", type=int, default=None, help="keep the newest N (default from config)")
-    p = sub.add_parser("worker", help=argparse.SUPPRESS)
-    p.add_argument("operation_id")
-    p.add_argument("--config", required=True)
-    p.set_defaults(func=_worker)
 
 
 def _cmd(sub: Any, name: str, help_text: str, func: Any) -> argparse.ArgumentParser:
@@ -120,9 +116,3 @@ def _recover(args: argparse.Namespace) -> int:
 
 def _gc(args: argparse.Namespace) -> int:
     return _show(args, _ops().gc(_config(args), args.keep))
-
-
-def _worker(args: argparse.Namespace) -> int:
-    from runtime import worker
-
-    return worker.main([args.operation_id, "--config", args.config])
