@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from runtime.dirty import Ledger
-from runtime.speech import SpeechRules, Utterance, looks_like_timestamp
+from runtime.speech import SpeechRules, Utterance, valid_timestamp
 
 if TYPE_CHECKING:
     from runtime.transcript import ReadStats
@@ -37,7 +37,8 @@ class Classifier:
         # bounded so memory does not grow with the file (an older parent counts as absent,
         # which only means the summary is carried, marked)
         self.recent_uuids: deque[str] = deque(maxlen=RECENT_UUIDS)
-        self.last_timestamp: str | None = None
+        self.last_timestamp: str | None = None  # the newest timestamp of the right shape
+        self.last_good: str | None = None  # the newest one known to pass the full check
         self.boundary_parent: str | None = None
         self.boundary_seen = False
         self.assistant_seen = False
@@ -54,7 +55,8 @@ class Classifier:
             if type(uuid) is str:
                 self.recent_uuids.append(uuid)
             stamp = event.get("timestamp")
-            if stamp is not None and looks_like_timestamp(stamp):
+            # a cheap shape test per event; the full check runs where a fallback is used
+            if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
                 self.last_timestamp = stamp
         if event.get("isSidechain") is True:
             self._ignore(kind, "sidechain", "sidechain", size)
@@ -86,10 +88,19 @@ class Classifier:
             self.ledger.add(category, size)
 
     def _utterance(self, event: dict[str, Any], kind: str, role: str, text: str) -> Utterance:
-        utt = self.rules.utterance(event, kind, role, text, self.last_timestamp)
+        utt = self.rules.utterance(event, kind, role, text, self._earlier_timestamp)
         if utt.timestamp_replaced:
             self.stats.timestamps_replaced += 1
+        else:
+            self.last_good = utt.timestamp
         return utt
+
+    def _earlier_timestamp(self) -> str | None:
+        """The nearest earlier timestamp that passes the full check (None when there is none)."""
+        candidate = self.last_timestamp
+        if candidate is not None and candidate != self.last_good and valid_timestamp(candidate):
+            self.last_good = candidate
+        return self.last_good
 
     # -- assistant ---------------------------------------------------------------------------
     def _assistant(self, event: dict[str, Any], size: int) -> None:
@@ -112,6 +123,8 @@ class Classifier:
             content = [{"type": "text", "text": content}]
         if type(content) is not list or not content:
             self._ignore("assistant", "no_content", "other", size)
+            return
+        if len(content) == 1 and type(content[0]) is dict and self._single(event, content[0], size):
             return
         spoken = []
         categories: list[tuple[str, int]] = []
@@ -150,6 +163,35 @@ class Classifier:
             self.stats.speech[kind] += 1
             if sink is not None:
                 sink.assistant(self._utterance(event, kind, "assistant", text))
+
+    def _single(self, event: dict[str, Any], block: dict[str, Any], size: int) -> bool:
+        """Fast path for the common one-block line; False hands it to the general path."""
+        btype = block.get("type")
+        if btype == "text":
+            text = block.get("text")
+            if type(text) is not str or not text or text.isspace():
+                return False
+            kind = "assistant_text"
+        elif btype == "tool_use":
+            said = self.rules.tool_speech(block)
+            if said is None:
+                self.ledger.noise["tool_use"] += size
+                self.stats.ignored_types["assistant"] += 1
+                self.stats.ignored_reasons["assistant_no_speech"] += 1
+                return True
+            kind, text = said
+        elif btype == "thinking" or btype == "redacted_thinking":
+            self.ledger.noise["thinking"] += size
+            self.stats.ignored_types["assistant"] += 1
+            self.stats.ignored_reasons["assistant_no_speech"] += 1
+            return True
+        else:
+            return False
+        self.ledger.conversation_bytes += size
+        self.stats.speech[kind] += 1
+        if self.sink is not None:
+            self.sink.assistant(self._utterance(event, kind, "assistant", text))
+        return True
 
     def _split_bytes(
         self,

@@ -16,9 +16,20 @@ from typing import Any
 from runtime.speech import Utterance
 
 NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
+_NS_BYTES = NAMESPACE.bytes
 FALLBACK_VERSION = "2.1.328"
 EPOCH = "1970-01-01T00:00:00.000Z"
 SUMMARY_MARK = "[compaction summary, carried because the turns it summarises are not all here]"
+
+
+def item_uuid(session: str, position: int, source_uuid: str) -> str:
+    """``uuid5(NAMESPACE, f"{session}:{position}:{source_uuid}")``, without uuid.UUID overhead."""
+    name = f"{session}:{position}:{source_uuid}".encode()
+    raw = bytearray(hashlib.sha1(_NS_BYTES + name, usedforsecurity=False).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def sha256_text(text: str) -> str:
@@ -67,7 +78,7 @@ class Layout:
         last_message: Any = None
         used_ids: set[Any] = set()
         for position, (utt, stamp, turn) in enumerate(self.pending):
-            item_id = str(uuid.uuid5(NAMESPACE, f"{self.session}:{position}:{utt.source_uuid}"))
+            item_id = item_uuid(self.session, position, utt.source_uuid)
             if utt.timestamp_replaced or not utt.timestamp:
                 self.timestamps_replaced += 1
             timestamp = utt.timestamp or last_ts
@@ -114,6 +125,7 @@ class Layout:
                     "usage": {"input_tokens": 0, "output_tokens": 0},
                 }
             item["uuid"] = item_id
+            digest = sha256_text(utt.text)  # the block below *is* this string: one digest
             item["timestamp"] = timestamp
             self.items.append(item)
             self.manifest.append(
@@ -125,8 +137,8 @@ class Layout:
                     source_uuid=utt.source_uuid,
                     source_timestamp=utt.source_timestamp,
                     turn=turn,
-                    source_sha256=sha256_text(utt.text),
-                    candidate_sha256=sha256_text(blocks[-1]["text"]),
+                    source_sha256=digest,
+                    candidate_sha256=digest if blocks[-1]["text"] is utt.text else "",
                     stamp=stamp,
                 )
             )

@@ -11,6 +11,7 @@ of speech with the source fields the candidate keeps.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -179,8 +180,14 @@ class SpeechRules:
         return chat is not None and str(chat) in self.reply_chat_ids
 
     def utterance(
-        self, event: dict[str, Any], kind: str, role: str, text: str, last_valid: str | None
+        self,
+        event: dict[str, Any],
+        kind: str,
+        role: str,
+        text: str,
+        fallback: Callable[[], str | None],
     ) -> Utterance:
+        """An utterance of ``event``; an invalid timestamp is replaced by ``fallback()``."""
         raw = event.get("timestamp")
         good = valid_timestamp(raw)
         message = event.get("message")
@@ -191,7 +198,7 @@ class SpeechRules:
             role=role,
             text=text,
             source_uuid=uuid if type(uuid) is str else "",
-            timestamp=raw if good else (last_valid if valid_timestamp(last_valid) else None),
+            timestamp=raw if good else fallback(),
             source_timestamp=raw,
             timestamp_replaced=not good,
             cwd=event.get("cwd"),
