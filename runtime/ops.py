@@ -63,12 +63,18 @@ def request(config: Config, reason: str, confirmation: str, session_id: str | No
             op = store.create(reason=entry, bound_session_id=session_id or None,
                               door=config.switch.door)
             message = "registered; reply normally — the switch happens after this turn ends"
+        elif (op.state == State.PENDING and session_id and op.bound_session_id
+              and session_id != op.bound_session_id):
+            # The earlier session may be gone for good (/clear, restart): a pending operation
+            # has done nothing yet, so the live requester supersedes it instead of waiting.
+            store.transition(op.operation_id, State.CANCELLED, phase="superseded",
+                             expect_revision=op.revision,
+                             evidence={"by_session": session_id, "source": source})
+            op = store.create(reason=entry, bound_session_id=session_id,
+                              door=config.switch.door)
+            message = ("registered (superseding a pending request of another session); "
+                       "the switch happens after this turn ends")
         elif op.state == State.PENDING:
-            if session_id and op.bound_session_id and session_id != op.bound_session_id:
-                raise BusyError(
-                    f"operation {op.operation_id!r} is pending for session "
-                    f"{op.bound_session_id!r}, not {session_id!r}"
-                )
             op = store.update(op.operation_id, phase="coalesced", expect_revision=op.revision,
                               evidence={"source": source, "session_id": session_id},
                               reasons=[*op.reasons, entry],

@@ -257,9 +257,10 @@ class Rebuild(Job):
             elif now - since >= sw.stable_seconds:
                 return st.st_size, st.st_mtime_ns, now - start
             if now > deadline:
+                why = "claude stayed busy" if busy else "the file kept changing"
                 raise Abort("transcript_unstable",
                             f"transcript {str(source)!r} not stable within "
-                            f"{sw.stable_timeout_seconds:g}s")
+                            f"{sw.stable_timeout_seconds:g}s ({why})")
             if now - beat > 1.0:
                 self.store.heartbeat(self.id, "stable_wait")
                 beat = now

@@ -46,10 +46,15 @@ def test_pending_requests_coalesce_their_reasons_into_one_operation(world: World
     assert len(world.store.ids()) == 1
 
 
-def test_request_for_another_session_while_one_is_pending_is_busy(world: World) -> None:
-    ops.request(world.config, "one", "REBUILD", session_id="s-1")
-    with pytest.raises(BusyError, match="'s-1'"):
-        ops.request(world.config, "two", "REBUILD", session_id="s-2")
+def test_request_of_another_session_supersedes_a_pending_one_so_nothing_blocks(
+    world: World,
+) -> None:
+    first = ops.request(world.config, "one", "REBUILD", session_id="s-1")["operation_id"]
+    second = ops.request(world.config, "two", "REBUILD", session_id="s-2")
+    assert second["operation_id"] != first and second["bound_session_id"] == "s-2"
+    assert "superseding" in second["message"]
+    assert world.store.read(first).state == State.CANCELLED
+    assert "superseded" in world.events(first)
 
 
 def test_request_while_a_worker_runs_is_busy(world: World) -> None:

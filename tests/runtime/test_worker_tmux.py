@@ -325,3 +325,20 @@ def test_the_development_channels_warning_after_the_respawn_is_confirmed_like_th
                 if '"warning_accepted"' in line]
     assert len(accepted) == 2  # the first start (by the test) and the respawn (by the worker)
     assert "ready" in tmux_server.capture(world.target)
+
+
+def test_a_claude_that_stays_busy_fails_the_operation_without_switching(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server, stable_timeout=1.5)
+    world.start_pane(tmux_server)
+    pid = tmux_server.pane_pid(world.target)
+    world.send("busy")
+    wait_for(lambda: "status: busy" in tmux_server.capture(world.target), what="busy")
+    op_id = request(world)
+    assert world.hook().returncode == 0
+    assert world.wait_state(op_id) == "failed"
+    op = world.store.read(op_id)
+    assert op.failure is not None and op.failure["code"] == "transcript_unstable"
+    assert "claude stayed busy" in op.failure["message"]
+    assert tmux_server.pane_pid(world.target) == pid
