@@ -31,15 +31,15 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.oracle import CHANNEL_NAME, read_jsonl
 from tests.fixtures.claude_cli import DUMMY_API_KEY, claude_env
 from tests.fixtures.tmux import TmuxServer, wait_for
 
-CHANNEL_NAME = "chan"
 CHANNEL_SERVER = Path(__file__).with_name("channel_server.py")
 CHANNEL_FLAGS = ("--dangerously-load-development-channels", f"server:{CHANNEL_NAME}")
 WARNING_TEXT = "I am using this for local development"
@@ -73,25 +73,6 @@ def onboarding_state(workdir: Path, api_key: str = DUMMY_API_KEY) -> dict[str, A
         "projects": {str(workdir): {"hasTrustDialogAccepted": True}},
         "cachedGrowthBookFeatures": {"tengu_harbor": True},
     }
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Parse a JSONL file, skipping a partial last line and blank lines; missing file = []."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    events = []
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            events.append(value)
-    return events
 
 
 def pid_alive(pid: int) -> bool:
@@ -224,17 +205,28 @@ def write_settings(machine: Machine, *, recording_hook: bool = True,
     machine.settings_path.write_text(json.dumps(settings, indent=2))
 
 
-def register_channel(machine: Machine, name: str = CHANNEL_NAME) -> str:
-    """Register the test channel server with the real ``claude mcp add``; return its output."""
-    done = machine.run_claude([
-        "mcp", "add", "--transport", "stdio", "--scope", "user", name, "--",
+def register_channel(machine: Machine, name: str = CHANNEL_NAME) -> None:
+    """Register the test channel server with the real ``claude mcp add``."""
+    register_mcp(machine, name, [
         sys.executable, str(CHANNEL_SERVER), "--name", name, "--spool", str(machine.spool),
-        "--replies", str(machine.replies_path), "--log", str(machine.channel_log),
-    ], timeout=60)
+        "--replies", str(machine.replies_path), "--log", str(machine.channel_log)])
+
+
+def add_stop_hook(machine: Machine, command: str, timeout: int = 30) -> None:
+    """Append a command hook to ``hooks.Stop`` of settings.json (before claude starts)."""
+    settings = json.loads(machine.settings_path.read_text())
+    stop = settings.setdefault("hooks", {}).setdefault("Stop", [])
+    stop.append({"hooks": [{"type": "command", "command": command, "timeout": timeout}]})
+    machine.settings_path.write_text(json.dumps(settings, indent=2))
+
+
+def register_mcp(machine: Machine, name: str, argv: Sequence[str]) -> None:
+    """``claude mcp add --transport stdio --scope user NAME -- ARGV`` through the real CLI."""
+    done = machine.run_claude(["mcp", "add", "--transport", "stdio", "--scope", "user", name,
+                               "--", *argv], timeout=60)
     if done.returncode != 0:
         raise RuntimeError(f"claude mcp add {name} failed rc={done.returncode}: "
                            f"{(done.stderr or done.stdout).strip()}")
-    return done.stdout
 
 
 def prepare_machine(root: Path, claude: Path, api_url: str, *, channel: bool = True,
@@ -332,7 +324,10 @@ class ClaudePane:
             return record
         record = wait_for(settled, timeout=timeout,
                           what=f"session record of claude pid {pid} (expected {expected})")
-        wait_for(self._input_box_shown, timeout=timeout, what="claude's input box in the pane")
+        try:
+            wait_for(self._input_box_shown, timeout=timeout, what="claude's input box")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; screen:\n{self.capture()[-3000:]}") from None
         if channel:
             wait_for(lambda: self.channel_listening(pid), timeout=timeout,
                      what=f"the channel server under claude pid {pid} to listen")
@@ -411,6 +406,15 @@ class ClaudePane:
     def transcript(self) -> Path:
         return self.machine.transcript(self.session_id())
 
+    def wait_said(self, text: str, timeout: float = 60.0) -> None:
+        """Wait until the running session's transcript holds ``text`` (e.g. a model answer)."""
+        def said() -> bool:
+            try:
+                return text in self.transcript().read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                return False
+        wait_for(said, timeout=timeout, what=f"{text!r} in the transcript")
+
     def idle(self) -> bool:
         record = self.session_record()
         return bool(record) and record.get("status") == "idle"  # type: ignore[union-attr]
@@ -449,17 +453,3 @@ def _terminate(pid: int, expect: tuple[str, ...], timeout: float = 5.0) -> None:
             if not pid_alive(pid):
                 return
             time.sleep(0.05)
-
-
-def speech_events(path: Path) -> Iterator[dict[str, Any]]:
-    """The transcript's user/assistant events, in file order."""
-    for event in read_jsonl(path):
-        if event.get("type") in ("user", "assistant"):
-            yield event
-
-
-def channel_user_events(path: Path, server: str = CHANNEL_NAME) -> list[dict[str, Any]]:
-    """User events whose origin is the channel ``server`` (what a pushed message becomes)."""
-    return [e for e in speech_events(path)
-            if (e.get("origin") or {}).get("kind") == "channel"
-            and (e.get("origin") or {}).get("server") == server]

@@ -13,14 +13,8 @@ import uuid
 import pytest
 
 from tests.e2e.fake_api import Cue, FakeApi
-from tests.e2e.harness import (
-    CHANNEL_NAME,
-    ClaudePane,
-    Machine,
-    channel_user_events,
-    encode_cwd,
-    speech_events,
-)
+from tests.e2e.harness import CHANNEL_NAME, ClaudePane, Machine, encode_cwd
+from tests.e2e.oracle import channel_user_events, speech_events
 from tests.fixtures.tmux import wait_for
 
 pytestmark = [pytest.mark.real_claude, pytest.mark.real_tmux]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.fake_api import Cue, FakeApi
-from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine
+from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine, register_mcp
 
 pytestmark = [pytest.mark.real_claude]
 
@@ -90,10 +90,7 @@ def test_runner_next_call_resumes_the_rebuilt_session_with_every_utterance(
     machine = prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
                               recording_hook=False)
     config = write_config(machine, tmp_path)
-    added = machine.run_claude(["mcp", "add", "--transport", "stdio", "--scope", "user",
-                                "threadline", "--", str(TL_REBUILD), "mcp", "--config",
-                                str(config)], timeout=60)
-    assert added.returncode == 0, added.stderr
+    register_mcp(machine, "threadline", [str(TL_REBUILD), "mcp", "--config", str(config)])
     tool_marker = f"TOOLOUT-{uuid.uuid4().hex[:8]}"
     fake_api.add_cue(Cue("RUN-BIG", "Bash", {
         "command": f"python3 -c \"print('{tool_marker} ' + 'y' * 30000)\"",

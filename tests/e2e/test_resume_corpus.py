@@ -11,7 +11,6 @@ prompts, assistant text. Files without speech must be refused by ``fork`` ("noth
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -23,23 +22,12 @@ import pytest
 
 from tests.conftest import corpus_dir
 from tests.e2e.fake_api import FakeApi, Recorded
-from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine, read_jsonl
+from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine
+from tests.e2e.oracle import independent_utterances, normalized, read_jsonl, texts_of
 
 pytestmark = [pytest.mark.real_claude, pytest.mark.corpus]
 
 TL_REBUILD = Path(sys.executable).with_name("tl-rebuild")
-INJECTED = ("system-reminder", "local-command-caveat", "local-command-stdout",
-            "local-command-stderr", "command-name", "command-message", "command-args",
-            "memory-retrieval", "heartbeat", "scheduled-task", "task-notification",
-            "ide_selection", "ide_opened_file", "user-prompt-submit-hook")
-_TAGS = "|".join(INJECTED)
-_PAIRED = re.compile(rf"<({_TAGS})\b[^>]*>.*?</\1>", re.S)
-_LONE = re.compile(rf"</?({_TAGS})\b[^>]*>")
-# Not speech even when not wrapped in a complete injected block (some corpus lines are cut).
-NOT_SPEECH = ("[Request interrupted", "<bash-input>", "<bash-stdout>", "<bash-stderr>",
-              "<local-command-", "<command-name>", "<task-notification>")
-
-
 def corpus_files() -> list[Path]:
     found = corpus_dir()
     if found is None:
@@ -55,62 +43,12 @@ def _params() -> list[Any]:
     return [pytest.param(p, id=p.name) for p in files]
 
 
-def normalized(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _texts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    return [b["text"] for b in content or [] if isinstance(b, dict)
-            and b.get("type") == "text" and isinstance(b.get("text"), str)]
-
-
-def _has_tool_result(content: Any) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
-
-
-def independent_utterances(source: Path) -> list[str]:
-    """Speech of ``source`` by a deliberately simple reading of SPEC §3.2 (not the engine's)."""
-    found: list[str] = []
-    for event in read_jsonl(source):
-        if event.get("isSidechain"):
-            continue
-        message = event.get("message") if isinstance(event.get("message"), dict) else {}
-        kind = event.get("type")
-        if kind == "attachment":
-            attachment = event.get("attachment") or {}
-            if (attachment.get("type") == "queued_command"
-                    and attachment.get("commandMode", "prompt") == "prompt"
-                    and isinstance(attachment.get("prompt"), str)):
-                found.append(attachment["prompt"])
-        elif kind == "user" and not event.get("isCompactSummary"):
-            content = message.get("content")
-            if _has_tool_result(content):
-                continue
-            text = "\n".join(_texts(content))
-            channel = (event.get("origin") or {}).get("kind") == "channel" or \
-                text.lstrip().startswith("<channel source=")
-            if event.get("isMeta") and not channel:
-                continue
-            if any(marker in text for marker in NOT_SPEECH):
-                continue
-            human = _LONE.sub("", _PAIRED.sub("", text)).strip()
-            if human:
-                found.append(human)
-        elif kind == "assistant" and not event.get("isApiErrorMessage") \
-                and message.get("model") != "<synthetic>":
-            found.extend(t for t in _texts(message.get("content")) if t.strip())
-    return found
-
-
 def candidate_texts(candidate: Path) -> list[str]:
     """Every non-blank text block the fork wrote (utterances and turn stamps)."""
     texts: list[str] = []
     for event in read_jsonl(candidate):
         assert event["type"] in ("user", "assistant"), event["type"]
-        texts.extend(t for t in _texts(event["message"]["content"]) if t.strip())
+        texts.extend(t for t in texts_of(event["message"]["content"]) if t.strip())
     return texts
 
 

@@ -1,0 +1,193 @@
+"""Scenario 1: a full rebuild through the tmux door, with the real Claude Code CLI 2.1.328.
+
+Interactive ``claude --continue --dangerously-load-development-channels server:chan`` runs in a
+private tmux pane. The conversation has typed prompts, a prompt typed while the assistant is
+busy, channel messages, a channel reply and a tool call with a big result. The model (the fake
+API) calls ``thread_rebuild_request`` through the real ``tl-rebuild mcp``; the real Stop hook
+(``tl-rebuild hook-stop`` in settings.json) starts the worker, which respawns the pane on the
+rebuilt session. Then the new process must carry every utterance (by the tests' own reading of
+the old transcript), none of the tool output, and still hear the channel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.fake_api import Cue, FakeApi
+from tests.e2e.harness import (
+    CHANNEL_FLAGS,
+    CHANNEL_NAME,
+    ClaudePane,
+    Machine,
+    add_stop_hook,
+    register_mcp,
+)
+from tests.e2e.oracle import independent_utterances, normalized, read_jsonl
+from tests.fixtures.tmux import wait_for
+
+pytestmark = [pytest.mark.real_claude, pytest.mark.real_tmux]
+
+TL_REBUILD = Path(sys.executable).with_name("tl-rebuild")
+HEALTH_WINDOW = 3.0
+REPLY_TOOL_PATTERN = f"^mcp__{CHANNEL_NAME}__reply$"
+REPLY_TEXT = "reply through the channel"
+PHASES = ("created", "scheduled", "worker_started", "stable", "frozen", "identity", "built",
+          "verified", "switched", "health", "activated")
+TERMINAL = ("activated", "failed", "cancelled", "rolled_back", "session_conflict")
+
+
+def write_config(machine: Machine, pane: ClaudePane, root: Path,
+                 resume_flags: tuple[str, ...] = CHANNEL_FLAGS) -> Path:
+    """The runtime config a provisioned tmux host would have (hand-written here)."""
+    claude = str(machine.claude)
+    config = root / "threadline.toml"
+    config.write_text("\n".join([
+        f"project_dir = {json.dumps(str(machine.project_dir))}",
+        f"workdir = {json.dumps(str(machine.workdir))}",
+        f"state_dir = {json.dumps(str(root / 'state'))}",
+        "[rebuild]",
+        f"reply_tool_pattern = {json.dumps(REPLY_TOOL_PATTERN)}",
+        "[switch]",
+        'door = "tmux"',
+        f"resume_argv = {json.dumps([claude, '--resume', '{session_id}', *resume_flags])}",
+        f"launch_argv = {json.dumps([claude, '--continue', *CHANNEL_FLAGS])}",
+        f"channel_flags = {json.dumps(list(CHANNEL_FLAGS))}",
+        f"expected_channel_servers = {json.dumps([CHANNEL_NAME])}",
+        f"healthcheck_seconds = {HEALTH_WINDOW}",
+        "stable_seconds = 0.3",
+        "stable_timeout_seconds = 30.0",
+        "[switch.tmux]",
+        f"target = {json.dumps(pane.target)}",
+        f"socket_name = {json.dumps(pane.tmux.socket_name)}",
+    ]) + "\n")
+    return config
+
+
+def tl(config: Path, *args: str) -> Any:
+    done = subprocess.run([str(TL_REBUILD), *args, "--config", str(config), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def wait_terminal(config: Path, timeout: float = 90.0) -> dict[str, Any]:
+    def settled() -> dict[str, Any] | None:
+        operations = tl(config, "list")
+        if operations and operations[0]["state"] in TERMINAL:
+            return tl(config, "status", "--operation", operations[0]["operation_id"])
+        return None
+    return wait_for(settled, timeout=timeout, interval=0.2,  # type: ignore[return-value]
+                    what="the rebuild operation to end")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def converse(pane: ClaudePane, fake_api: FakeApi, machine: Machine, tool_marker: str) -> None:
+    """A conversation with every kind of speech and a tool call with a big result."""
+    release = threading.Event()
+    fake_api.add_cue(Cue("SLOW-ONE", "", hold=release, hold_timeout=60))
+    fake_api.add_cue(Cue("RUN-BIG", "Bash", {
+        "command": f"python3 -c \"print('{tool_marker} ' + 'z' * 40000)\"",
+        "description": "a big output"}, after_text="the big output was seen"))
+    fake_api.add_cue(Cue("PLEASE-REPLY", f"mcp__{CHANNEL_NAME}__reply",
+                         {"text": REPLY_TEXT}, after_text="replied"))
+    word = uuid.uuid4().hex[:6]
+    pane.type_prompt(f"typed one {word}")
+    fake_api.wait_for_text(f"typed one {word}")
+    pane.type_prompt(f"typed two SLOW-ONE {word}")
+    busy = fake_api.wait_for_text(f"typed two SLOW-ONE {word}")
+    pane.type_prompt(f"typed while busy {word}")
+    release.set()
+    fake_api.wait_for_text(f"typed while busy {word}", after=busy.index)
+    machine.push_channel(f"channel hello {word}")
+    fake_api.wait_for_text(f"channel hello {word}")
+    machine.push_channel(f"PLEASE-REPLY on the channel {word}")
+    wait_for(machine.replies, timeout=60, what="the channel reply")
+    pane.wait_said("replied")
+    pane.type_prompt(f"now RUN-BIG {word}")
+    pane.wait_said("the big output was seen")
+    gate, started = machine.root / "gate", machine.root / "tool-started"
+    fake_api.add_cue(Cue("RUN-WAIT", "Bash", {
+        "command": f"touch '{started}'; python3 -c \"import os,time; t=time.time()\n"
+                   f"while not os.path.exists('{gate}') and time.time()-t<60: time.sleep(0.05)\"",
+        "description": "wait for the gate"}, after_text="the gate opened"))
+    pane.type_prompt(f"now RUN-WAIT {word}")
+    wait_for(started.exists, timeout=60, what="the tool run to start")
+    pane.type_prompt(f"typed during the tool run {word}")
+    gate.touch()
+    pane.wait_said("the gate opened")
+
+
+def test_full_rebuild_through_the_tmux_door_carries_everything_and_keeps_the_channel(
+        pane: ClaudePane, fake_api: FakeApi, machine: Machine, tmp_path: Path) -> None:
+    config = write_config(machine, pane, tmp_path)
+    register_mcp(machine, "threadline", [str(TL_REBUILD), "mcp", "--config", str(config)])
+    add_stop_hook(machine, f"{TL_REBUILD} hook-stop --config {config}")
+    tool_marker = f"TOOLOUT-{uuid.uuid4().hex[:8]}"
+    fake_api.add_cue(Cue("PLEASE-REBUILD", "mcp__threadline__thread_rebuild_request",
+                         {"reason": "tool noise", "confirmation": "REBUILD"},
+                         after_text="rebuild registered; it happens after this turn"))
+    pane.start(pane.launch_argv())
+    pane.type_prompt("the first words")
+    pane.wait_said("echo[")
+    old_session = pane.respawn(pane.launch_argv(continue_=True))  # the real launch argv
+    converse(pane, fake_api, machine, tool_marker)
+    old_pid = pane.pane_pid()
+    pane.auto_accept_warnings()  # the respawned claude shows the dev-channel warning again
+
+    pane.type_prompt("please PLEASE-REBUILD now")
+    op = wait_terminal(config)
+
+    assert op["state"] == "activated", (op.get("failure"), pane.capture()[-1500:])
+    assert op["bound_session_id"] == old_session
+    new_session = op["facts"]["new_session_id"]
+    new_pid = pane.pane_pid()
+    assert new_pid != old_pid
+    pane.pids.add(new_pid)
+    old = machine.transcript(old_session)
+    backup = Path(op["facts"]["backup"])
+    assert sha256(backup) == op["facts"]["source_sha256"]
+    # The old transcript is never rewritten: the frozen copy is a byte-prefix of it. The killed
+    # claude itself appends bookkeeping lines on exit (2.1.328: last-prompt, cost-state), never
+    # speech.
+    old_bytes = old.read_bytes()
+    assert old_bytes.startswith(backup.read_bytes())
+    appended = [json.loads(line) for line in old_bytes[backup.stat().st_size:].splitlines()]
+    assert not [e["type"] for e in appended if e.get("type") in ("user", "assistant")]
+    wait_for(lambda: pane.channel_listening(new_pid), timeout=30, what="the new channel server")
+    start = fake_api.last_index
+    pane.type_prompt("after the switch")
+    first = fake_api.wait_for_text("after the switch", after=start, timeout=60)
+    assert first.session_id == new_session
+    seen = normalized(first.joined())
+    queued = [e for e in read_jsonl(old) if (e.get("attachment") or {}).get("type")
+              == "queued_command"]
+    assert any("typed during the tool run" in str(e["attachment"].get("prompt")) for e in queued)
+    missing = [u for u in independent_utterances(old) if normalized(u) not in seen]
+    assert missing == []
+    assert REPLY_TEXT in first.joined()  # the channel reply is speech (reply_tool_pattern)
+    assert tool_marker not in first.joined()
+    probe = f"channel after switch {uuid.uuid4().hex[:6]}"
+    machine.push_channel(probe)
+    heard = fake_api.wait_for_text(probe, after=first.index, timeout=60)
+    assert heard.session_id == new_session
+    phases = [event["phase"] for event in op["events"]]
+    assert [p for p in phases if p in PHASES] == list(PHASES), phases
+    at = {e["phase"]: datetime.fromisoformat(e["at"].replace("Z", "+00:00"))
+          for e in op["events"]}
+    switched = (at["switched"] - at["scheduled"]).total_seconds()
+    activated = (at["activated"] - at["scheduled"]).total_seconds()
+    print(f"\nswitch latency: Stop->switched {switched:.2f}s, Stop->activated {activated:.2f}s "
+          f"(includes the {HEALTH_WINDOW}s health window)")
