@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from runtime.speech import Utterance
 
@@ -36,9 +35,11 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-@dataclass(frozen=True)
-class ManifestEntry:
-    """One candidate item: where its text came from and the digests that must agree."""
+class ManifestEntry(NamedTuple):
+    """One candidate item: where its text came from and the digests that must agree.
+
+    (A NamedTuple: immutable like a frozen dataclass, and cheap to create per item.)
+    """
 
     position: int
     role: str
@@ -52,7 +53,7 @@ class ManifestEntry:
     stamp: str | None
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dict(self._asdict())
 
 
 class Layout:
