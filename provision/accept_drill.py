@@ -1,0 +1,161 @@
+"""``accept --drill``: a full rebuild on an isolated scratch tmux target (SPEC §5.4, §6).
+
+The scratch lives in ``<state_dir>/accept-drill/<id>/`` and holds its own HOME, workdir, project
+dir (a 0600 copy of the newest session transcript), state dir and runtime config; the target is a
+pane on a private tmux server (``tmux -L tl-drill-<id> -f /dev/null``). The real pane, store and
+transcript are never addressed.
+
+Channel isolation (the drill that stole the Telegram token): the scratch claude keeps every
+channel flag on its argv — that is what the drill checks — but its HOME has no plugins, no MCP
+servers (``mcpServers`` dropped from the copied ``.claude.json``, scratch workdir without
+``.mcp.json``) and a settings.json without hooks, plugins or status line, so no channel server,
+plugin or user hook is started. ``expected_channel_servers`` is emptied in the scratch config
+for the same reason; channel *reachability* is ``--live``'s job.
+
+The drill runs the real path: ``runtime.ops.request`` on the scratch config, then the
+``tl-rebuild hook-stop`` of settings.json with a Stop payload, whose detached worker switches the
+scratch pane. Afterwards the scratch tmux server is killed and every process whose cwd is in the
+scratch or whose HOME is the scratch HOME is waited for, then killed and listed. The scratch
+folder is removed when every line passed, kept (path in the evidence) when one failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from provision.accept_checks import claude_argv
+from provision.accept_scratch import Scratch, prepare_scratch, processes_of
+
+if TYPE_CHECKING:
+    from provision.accept import Checklist, Scene
+
+PHASES = ("scheduled", "worker_spawned", "worker_started", "stable", "frozen", "identity",
+          "built", "verifying", "verified", "activating", "rechecked", "switched", "health",
+          "activated")
+TERMINAL = ("activated", "failed", "cancelled", "rolled_back")
+REQUIRED = ("drill activated", "drill pane pid changed", "drill old transcript byte-identical",
+            "drill backup present", "drill channel flags on the new process",
+            "drill timeline complete")
+
+
+def drill_stage(scene: Scene, out: Checklist) -> None:
+    """Prepare the scratch, rebuild it through the hook, judge it, clean up."""
+    started = time.monotonic()
+    if scene.config is None or scene.manifest is None:
+        out.add("drill scratch ready", False, "needs the manifest and the runtime config")
+        return
+    if scene.config.switch.door == "pointer":
+        out.add("drill scratch ready", None, "pointer door: the runner's claude -p is not a "
+                "long-lived process; the drill needs a resumable interactive argv")
+        return
+    scratch: Scratch | None = None
+    try:
+        with out.guard("drill scratch ready"):
+            scratch = prepare_scratch(scene, uuid.uuid4().hex[:10])
+            out.add("drill scratch ready", True, scratch.evidence())
+        if scratch is not None:
+            with out.guard("drill activated"):
+                _rebuild(scene, scratch, out)
+    finally:
+        if scratch is not None:
+            _cleanup(scene, scratch, out)
+        out.numbers["drill_seconds"] = round(time.monotonic() - started, 2)
+
+
+def _sha(data: bytes | None) -> str | None:
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
+def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
+    from runtime.ops import request
+
+    host = scene.host
+    old_pid = scratch.start_old(host)
+    if old_pid is None:
+        out.add("drill old claude running", False, {"screen": scratch.screen(host)[-600:]})
+        return
+    old_argv = claude_argv(old_pid, scene.manifest.binary) if scene.manifest else []
+    out.add("drill old claude running", True, {"pid": old_pid, "argv": old_argv})
+    before = _sha(host.read_bytes(scratch.transcript))
+    op = request(scratch.config(), "tl-provision accept --drill", "REBUILD",
+                 session_id=scratch.session, source="accept-drill")
+    op_id = op["operation_id"]
+    switch_started = time.monotonic()
+    hook = scratch.run_hook(host, _tl_rebuild(scene))
+    record = scratch.wait_terminal(op_id, TERMINAL)
+    out.numbers["drill_switch_seconds"] = round(time.monotonic() - switch_started, 2)
+    state = record.state.value
+    failure = dict(record.failure) if record.failure else None
+    out.add("drill activated", state == "activated",
+            {"operation_id": op_id, "state": state, "failure": failure,
+             "hook_rc": hook.rc, "scratch": scratch.root})
+    _judge(scene, scratch, out, record, before, old_pid, old_argv)
+
+
+def _tl_rebuild(scene: Scene) -> str:
+    if scene.hook is not None:
+        return shlex.split(str(scene.hook["command"]))[0]
+    from provision.tasks.settings import find_tl_rebuild
+
+    return find_tl_rebuild(scene.host, scene.profile)
+
+
+def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: str | None,
+           old_pid: int, old_argv: list[str]) -> None:
+    from runtime.identity import channel_flags
+
+    host = scene.host
+    activated = record.state.value == "activated"
+    after_id = record.fact("identity_after")
+    now = scratch.pane_pid(host)
+    out.add("drill pane pid changed", activated and bool(after_id) and str(old_pid) != after_id
+            and str(now) == after_id,
+            {"before": old_pid, "identity_after": after_id, "pane_pid_now": now})
+    current = _sha(host.read_bytes(scratch.transcript))
+    out.add("drill old transcript byte-identical",
+            before is not None and current == before == record.fact("source_sha256"),
+            {"before": before, "after": current, "frozen": record.fact("source_sha256")})
+    backup = record.fact("backup") or ""
+    found = host.stat(backup) if backup else None
+    out.add("drill backup present",
+            bool(found) and _sha(host.read_bytes(backup)) == before and found.mode == 0o600,
+            {"backup": backup, "mode": oct(found.mode) if found else None})
+    new_argv = claude_argv(now, scene.manifest.binary) if now and scene.manifest else []
+    wanted = list(dict.fromkeys([*channel_flags(old_argv),
+                                 *channel_flags(scratch.config().switch.channel_flags)]))
+    have = channel_flags(new_argv)
+    missing = [flag for flag in wanted if flag not in have]
+    new_session = record.fact("new_session_id")
+    out.add("drill channel flags on the new process",
+            activated and not missing and bool(new_session) and new_session in new_argv,
+            {"pid": now, "argv": new_argv, "required": wanted, "missing": missing})
+    phases = [event.get("phase") for event in scratch.events(record.operation_id)]
+    absent = [phase for phase in PHASES if phase not in phases]
+    out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})
+
+
+def _cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
+    host = scene.host
+    scratch.kill_server(host)
+    deadline = time.monotonic() + 10.0
+    left = processes_of(host, scratch)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = processes_of(host, scratch)
+    killed = []
+    for pid, argv in left:
+        host.run(["kill", "-KILL", str(pid)], timeout=10)
+        killed.append({"pid": pid, "argv": argv})
+    remaining = processes_of(host, scratch)
+    out.add("drill no orphans", not remaining,
+            {"killed_after_grace": killed, "remaining": [p for p, _ in remaining],
+             "tmux_socket": scratch.socket})
+    drill_failed = any(line.stage == "drill" and line.status == "fail" for line in out.lines)
+    if drill_failed:
+        out.numbers["drill_kept_scratch"] = 1
+    else:
+        scratch.remove(host)

@@ -1,0 +1,225 @@
+"""The drill's scratch world: its folders, files, private tmux server and leftover processes.
+
+Everything is written through ``provision.host`` under ``<state_dir>/accept-drill/<id>/``:
+
+    home/                 the scratch claude's HOME (.claude.json without MCP servers,
+                          .claude/settings.json without hooks/plugins/status line)
+    config/               CLAUDE_CONFIG_DIR, only when the profile sets claude.config_dir
+    work/                 the scratch workdir (empty: no .mcp.json, no CLAUDE.md)
+    state/                the scratch operations store
+    threadline.toml       the real runtime config pointed at the above and the scratch pane
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import tomllib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from provision.errors import AcceptError
+
+if TYPE_CHECKING:
+    from provision.accept import Scene
+    from provision.host import CommandResult, Host
+    from runtime.config import Config
+
+TARGET = "drill:0.0"
+# Keys of .claude.json / settings.json the scratch claude may see: what it needs to start
+# without dialogs, nothing that starts a process (mcpServers, hooks, plugins, statusLine).
+CLAUDE_JSON_KEYS = ("hasCompletedOnboarding", "lastOnboardingVersion", "customApiKeyResponses",
+                    "cachedGrowthBookFeatures", "theme", "userID")
+SETTINGS_KEYS = ("model", "env", "permissions", "theme")
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """Paths, names and env of one drill's scratch world."""
+
+    root: str
+    home: str
+    config_dir: str | None
+    work: str
+    state: str
+    config_path: str
+    transcript: str
+    session: str
+    socket: str
+    env_prefix: tuple[str, ...]
+    dropped_servers: tuple[str, ...]
+
+    def evidence(self) -> dict[str, Any]:
+        return {"root": self.root, "tmux_socket": self.socket, "target": TARGET,
+                "session": self.session, "transcript_copy": self.transcript,
+                "mcp_servers_not_started": list(self.dropped_servers)}
+
+    def config(self) -> Config:
+        from runtime.config import load_config
+
+        return load_config(self.config_path)
+
+    def tmux(self, host: Host, *args: str) -> CommandResult:
+        return host.run([*self.env_prefix, "tmux", "-L", self.socket, "-f", "/dev/null", *args],
+                        timeout=15)
+
+    def start_old(self, host: Host, timeout: float = 30.0) -> int | None:
+        """Run the resume argv of the copied session in the scratch pane; its pid or None."""
+        from runtime.doors.tmux import respawn_command
+        from runtime.identity import alive, cmdline, format_argv
+
+        argv = format_argv(self.config().switch.resume_argv, self.session)
+        command = respawn_command(argv, self.work)
+        started = self.tmux(host, "new-session", "-d", "-s", TARGET.split(":")[0], "-x", "200",
+                            "-y", "50", "-c", self.work, command)
+        if not started.ok:
+            raise AcceptError(f"scratch tmux did not start: {started.stderr.strip()}")
+        self.tmux(host, "set-option", "-p", "-t", TARGET, "remain-on-exit", "on")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid = self.pane_pid(host)
+            if pid and alive(pid) and self.session in (cmdline(pid) or ()):
+                return pid
+            time.sleep(0.1)
+        return None
+
+    def pane_pid(self, host: Host) -> int | None:
+        shown = self.tmux(host, "display-message", "-p", "-t", TARGET,
+                          "#{pane_dead} #{pane_pid}")
+        dead, _, pid = shown.stdout.strip().partition(" ")
+        return int(pid) if shown.ok and dead == "0" and pid.isdigit() else None
+
+    def screen(self, host: Host) -> str:
+        return self.tmux(host, "capture-pane", "-p", "-J", "-t", TARGET).stdout
+
+    def run_hook(self, host: Host, tl_rebuild: str) -> CommandResult:
+        """``tl-rebuild hook-stop`` on the scratch config with the copied session's Stop."""
+        payload = json.dumps({"session_id": self.session, "transcript_path": self.transcript,
+                              "cwd": self.work, "hook_event_name": "Stop",
+                              "stop_hook_active": False})
+        return host.run([*self.env_prefix, tl_rebuild, "hook-stop", "--config",
+                         self.config_path], cwd=self.work, timeout=60, input_text=payload)
+
+    def wait_terminal(self, operation_id: str, terminal: tuple[str, ...]) -> Any:
+        """Poll the scratch operation until it ends (bounded by the switch timeouts)."""
+        from runtime.store import Store
+
+        sw = self.config().switch
+        deadline = time.monotonic() + sw.stable_timeout_seconds + 2 * sw.healthcheck_seconds + 60
+        store = Store(self.state)
+        record = store.read(operation_id)
+        while record.state.value not in terminal and time.monotonic() < deadline:
+            time.sleep(0.1)
+            record = store.read(operation_id)
+        return record
+
+    def events(self, operation_id: str) -> list[dict[str, Any]]:
+        from runtime.store import Store
+
+        return Store(self.state).events(operation_id)
+
+    def kill_server(self, host: Host) -> None:
+        self.tmux(host, "kill-server")
+
+    def remove(self, host: Host) -> None:
+        if "/accept-drill/" not in self.root:  # never anything but our own scratch
+            raise AcceptError(f"refusing to remove {self.root!r}: not a drill scratch")
+        host.run(["rm", "-rf", "--", self.root], timeout=60)
+
+
+def prepare_scratch(scene: Scene, tag: str) -> Scratch:
+    """Create the scratch folders and files for the newest session of the real project."""
+    from runtime.paths import encode_project_dir, latest_transcript
+
+    host, profile, config = scene.host, scene.profile, scene.config
+    assert config is not None and config.project_dir is not None
+    source = latest_transcript(config.project_dir)
+    if source is None:
+        raise AcceptError(f"no session transcript in {str(config.project_dir)!r} to drill on")
+    root = f"{profile.install.state_dir.rstrip('/')}/accept-drill/{tag}"
+    home, work, state = f"{root}/home", f"{root}/work", f"{root}/state"
+    config_dir = f"{root}/config" if profile.claude.config_dir else None
+    claude_dir = config_dir or f"{home}/.claude"
+    for path in (root, home, work, state, claude_dir):
+        host.ensure_dir(path, 0o700)
+    project = f"{claude_dir}/projects/{encode_project_dir(work)}"
+    host.ensure_dir(project, 0o700)
+    transcript = f"{project}/{source.name}"
+    host.write_file(transcript, host.read_bytes(str(source)) or b"", mode=0o600, backup=False)
+    dropped = _write_claude_state(scene, config_dir or home, claude_dir, work)
+    config_path = f"{root}/threadline.toml"
+    host.write_file(config_path, _scratch_config(scene, project, work, state, tag), mode=0o600,
+                    backup=False)
+    return Scratch(root, home, config_dir, work, state, config_path, transcript, source.stem,
+                   f"tl-drill-{tag}", tuple(scene.claude_env_prefix(home, config_dir)), dropped)
+
+
+def _json_of(host: Host, path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(host.read_bytes(path) or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_claude_state(scene: Scene, base: str, claude_dir: str, work: str) -> tuple[str, ...]:
+    host, spec = scene.host, scene.profile.claude
+    real = _json_of(host, f"{(spec.config_dir or spec.home).rstrip('/')}/.claude.json")
+    dropped = set(real.get("mcpServers") or {})
+    for project in (real.get("projects") or {}).values():
+        if isinstance(project, dict):
+            dropped |= set(project.get("mcpServers") or {})
+    state = {k: real[k] for k in CLAUDE_JSON_KEYS if k in real}
+    state["projects"] = {work: {"hasTrustDialogAccepted": True,
+                                "hasCompletedProjectOnboarding": True}}
+    host.write_file(f"{base}/.claude.json", json.dumps(state, indent=2).encode(), mode=0o600,
+                    backup=False)
+    settings = _json_of(host, spec.settings_path)
+    kept = {k: settings[k] for k in SETTINGS_KEYS if k in settings}
+    host.write_file(f"{claude_dir}/settings.json", json.dumps(kept, indent=2).encode(),
+                    mode=0o600, backup=False)
+    return tuple(sorted(dropped))
+
+
+def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str) -> bytes:
+    raw = scene.host.read_bytes(scene.profile.install.config_path) or b""
+    data = tomllib.loads(raw.decode("utf-8"))
+    data.update(project_dir=project, workdir=work, state_dir=state)
+    switch = data.setdefault("switch", {})
+    switch.update(door="tmux", expected_channel_servers=[], worker_log=f"{state}/worker.log",
+                  tmux={"target": TARGET, "socket_name": f"tl-drill-{tag}"})
+    switch.pop("systemd", None)
+    switch.pop("pointer", None)
+    return dump_toml(data).encode()
+
+
+def dump_toml(data: dict[str, Any], prefix: str = "") -> str:
+    """A TOML document of nested tables of scalars, lists and inline tables."""
+    from provision.render import toml_value
+
+    lines = [f"{key} = {toml_value(value)}" for key, value in data.items()
+             if not isinstance(value, dict)]
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines += ["", f"[{prefix}{key}]", dump_toml(value, f"{prefix}{key}.")]
+    return "\n".join(lines) + "\n"
+
+
+def processes_of(host: Host, scratch: Scratch) -> list[tuple[int, list[str]]]:
+    """Live processes whose cwd is inside the scratch or whose HOME is the scratch HOME."""
+    from provision.errors import HostError
+
+    marker = b"\0HOME=" + scratch.home.encode() + b"\0"
+    found = []
+    for name in host.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        cwd = host.readlink(f"/proc/{name}/cwd") or ""
+        try:
+            environ = b"\0" + (host.read_bytes(f"/proc/{name}/environ") or b"")
+        except HostError:
+            environ = b""
+        if cwd == scratch.root or cwd.startswith(scratch.root + "/") or marker in environ:
+            found.append((int(name), list(host.proc_cmdline(int(name)))))
+    return found

@@ -1,0 +1,113 @@
+"""accept --drill: a full rebuild on a scratch tmux target, against a stand-in claude.
+
+The deployment's ``claude`` is tests/fixtures/standin_claude.py here (it resumes only sessions
+that exist in its cwd's project dir and prints "No conversation found" otherwise), so a drill
+that resumed in the wrong place would fail like the real CLI. The host is installed by a real
+``tl-provision apply`` (tests/provision/test_accept.py's ``installed``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from provision.accept import FAIL, PASS, Checklist
+from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
+from tests.fixtures.tmux import TmuxServer
+from tests.provision.conftest import Deployment
+from tests.provision.test_accept import accept, evidence, installed  # noqa: F401 - fixture
+from tests.provision.test_apply_tmux import ready  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
+
+REPO = Path(__file__).resolve().parents[2]
+STAND_IN = f"""#!{sys.executable}
+import sys
+sys.path.insert(0, {str(REPO)!r})
+if sys.argv[1:2] == ["--version"]:
+    print("2.1.328 (Claude Code stand-in)")
+    sys.exit(0)
+from tests.fixtures.standin_claude import main
+sys.exit(main(sys.argv[1:]))
+"""
+DRILL = ("drill scratch ready", "drill old claude running", "drill activated",
+         "drill pane pid changed", "drill old transcript byte-identical", "drill backup present",
+         "drill channel flags on the new process", "drill timeline complete", "drill no orphans")
+
+
+@pytest.fixture
+def deployment(deployment: Deployment) -> Deployment:
+    """The conftest deployment with the Python stand-in as its claude."""
+    deployment.claude.write_text(STAND_IN)
+    return deployment
+
+
+def drill_lines(report: Checklist) -> dict[str, str]:
+    return {line.name: line.status for line in report.lines if line.stage == "drill"}
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def scratch_processes(root: Path) -> list[int]:
+    """Our own scan, independent of accept's: processes with a cwd under ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if cwd.startswith(str(root)):
+                found.append(int(entry.name))
+    return found
+
+
+def test_drill_activates_a_scratch_copy_and_leaves_the_real_session_alone(
+        installed: Deployment) -> None:  # noqa: F811
+    transcripts = sorted((installed.home / ".claude" / "projects").rglob("*.jsonl"))
+    before = {p: digest(p) for p in transcripts}
+    real_pid = installed.tmux.pane_pid(installed.target)
+    report = accept(installed, drill=True)
+    lines = drill_lines(report)
+    assert all(lines.get(name) == PASS for name in DRILL), \
+        [(x.name, x.evidence) for x in report.failed]
+    assert report.exit_code == 0
+    scratch = evidence(report, "drill scratch ready")
+    assert set(scratch["mcp_servers_not_started"]) == {"companion", "threadline"}
+    assert evidence(report, "drill activated")["state"] == "activated"
+    flags = evidence(report, "drill channel flags on the new process")
+    assert "--dangerously-load-development-channels server:companion" in flags["required"]
+    assert "--channels plugin:telegram@claude-plugins-official" in flags["required"]
+    assert report.numbers["drill_seconds"] > 0
+    # the real target, transcripts and store were never touched; the scratch is gone
+    assert installed.tmux.pane_pid(installed.target) == real_pid
+    assert {p: digest(p) for p in transcripts} == before
+    assert sorted((installed.home / ".claude" / "projects").rglob("*.jsonl")) == transcripts
+    assert not list((installed.state_dir / "operations").glob("op-*.json"))
+    assert not Path(scratch["root"]).exists()
+    assert scratch_processes(Path(scratch["root"])) == []
+    assert TmuxServer(scratch["tmux_socket"]).cmd("ls", check=False).returncode != 0
+
+
+def test_drill_with_a_deaf_resume_argv_is_not_activated(installed: Deployment) -> None:  # noqa: F811
+    text = installed.config_path.read_text()
+    deaf = text.replace(', "--dangerously-load-development-channels", "server:companion"]',
+                        "]", 1)
+    installed.config_path.write_text(deaf)
+    report = accept(installed, drill=True)
+    lines = drill_lines(report)
+    assert lines["drill old claude running"] == PASS
+    assert lines["drill activated"] == FAIL
+    state = evidence(report, "drill activated")
+    assert state["state"] == "rolled_back"
+    assert "server:companion" in state["failure"]["message"]
+    assert lines["drill no orphans"] == PASS
+    kept = Path(evidence(report, "drill scratch ready")["root"])
+    assert kept.is_dir()  # kept for the post-mortem when a drill line failed
+    assert scratch_processes(kept) == []
