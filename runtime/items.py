@@ -73,19 +73,22 @@ class Layout:
     def finish(self) -> tuple[list[dict[str, Any]], list[ManifestEntry]]:
         later_stamp = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
         version = next((u.version for u, _, _ in self.pending if _nonempty(u.version)), None)
+        session = self.session
+        items = self.items
+        manifest = self.manifest
         version = version or FALLBACK_VERSION
         parent: str | None = None
         last_ts = later_stamp
         last_message: Any = None
         used_ids: set[Any] = set()
         for position, (utt, stamp, turn) in enumerate(self.pending):
-            item_id = item_uuid(self.session, position, utt.source_uuid)
+            item_id = item_uuid(session, position, utt.source_uuid)
             if utt.timestamp_replaced or not utt.timestamp:
                 self.timestamps_replaced += 1
             timestamp = utt.timestamp or last_ts
             last_ts = timestamp
-            if _nonempty(utt.version):
-                version = utt.version
+            if type(utt.version) is str and utt.version:  # (inlined checks: one call per item
+                version = utt.version  # less matters on sessions of thousands of items)
             else:
                 self.versions_filled += 1
             blocks = ([{"type": "text", "text": stamp}] if stamp else []) + [
@@ -94,13 +97,15 @@ class Layout:
             item: dict[str, Any] = {
                 "parentUuid": parent,
                 "isSidechain": False,
-                "userType": utt.user_type if _nonempty(utt.user_type) else "external",
+                "userType": utt.user_type
+                if type(utt.user_type) is str and utt.user_type
+                else "external",
             }
-            if _nonempty(utt.cwd):
+            if type(utt.cwd) is str and utt.cwd:
                 item["cwd"] = utt.cwd
-            item["sessionId"] = self.session
+            item["sessionId"] = session
             item["version"] = version
-            if _nonempty(utt.git_branch):
+            if type(utt.git_branch) is str and utt.git_branch:
                 item["gitBranch"] = utt.git_branch
             item["type"] = utt.role
             if utt.role == "user":
@@ -128,19 +133,19 @@ class Layout:
             item["uuid"] = item_id
             digest = sha256_text(utt.text)  # the block below *is* this string: one digest
             item["timestamp"] = timestamp
-            self.items.append(item)
-            self.manifest.append(
+            items.append(item)
+            manifest.append(
                 ManifestEntry(
-                    position=position,
-                    role=utt.role,
-                    kind=utt.kind,
-                    item_id=item_id,
-                    source_uuid=utt.source_uuid,
-                    source_timestamp=utt.source_timestamp,
-                    turn=turn,
-                    source_sha256=digest,
-                    candidate_sha256=digest if blocks[-1]["text"] is utt.text else "",
-                    stamp=stamp,
+                    position,
+                    utt.role,
+                    utt.kind,
+                    item_id,
+                    utt.source_uuid,
+                    utt.source_timestamp,
+                    turn,
+                    digest,
+                    digest if blocks[-1]["text"] is utt.text else "",
+                    stamp,
                 )
             )
             parent = item_id

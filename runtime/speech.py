@@ -195,20 +195,20 @@ class SpeechRules:
         message = event.get("message")
         message = message if type(message) is dict else {}
         uuid = event.get("uuid")
-        return Utterance(
-            kind=kind,
-            role=role,
-            text=text,
-            source_uuid=uuid if type(uuid) is str else "",
-            timestamp=raw if good else fallback(),
-            source_timestamp=raw,
-            timestamp_replaced=not good,
-            cwd=event.get("cwd"),
-            version=event.get("version"),
-            git_branch=event.get("gitBranch"),
-            user_type=event.get("userType"),
-            message_id=message.get("id"),
-            model=message.get("model"),
+        return Utterance(  # positional: this runs once per carried utterance
+            kind,
+            role,
+            text,
+            uuid if type(uuid) is str else "",
+            raw if good else fallback(),
+            raw,
+            not good,
+            event.get("cwd"),
+            event.get("version"),
+            event.get("gitBranch"),
+            event.get("userType"),
+            message.get("id"),
+            message.get("model"),
         )
 
 
