@@ -3,7 +3,8 @@
 Writing calls need their exact confirmation word (``REBUILD``, ``CANCEL``, ``ROLLBACK``) and
 check it before anything is read or written. A request only records a durable ``pending``
 operation (coalescing reasons into one already pending); the switch happens after the turn,
-from the Stop hook. Every call first reconciles an active operation whose worker is gone.
+from the Stop hook. Writing calls first reconcile an active operation whose worker is gone;
+``status``, ``list`` and ``doctor`` only read (``worker_status: gone`` says ``recover`` is due).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def status(config: Config, operation_id: str | None = None) -> dict[str, Any]:
     if operation_id:
         op = store.read(operation_id)
     else:
-        op = _settled_active(config, store) or store.latest()
+        op = store.active() or store.latest()  # read-only: `recover` settles a lost worker
     if op is None:
         return {"operation_id": None, "state": None, "message": "no operations yet"}
     out = op.to_dict()

@@ -156,3 +156,17 @@ def test_concurrent_requests_from_cli_processes_api_threads_and_hooks_make_one_o
     reasons = [r["reason"] for r in world.store.read(ids.pop()).reasons]
     assert sorted(reasons) == sorted([f"cli-{n}" for n in range(4)] +
                                      [f"api-{n}" for n in range(4)])
+
+
+def test_status_only_reads_and_shows_a_lost_worker_for_recover_to_settle(world: World) -> None:
+    import subprocess as sp
+
+    op_id = ops.request(world.config, "one", "REBUILD")["operation_id"]
+    gone = sp.Popen(["true"])
+    gone.wait()
+    world.store.transition(op_id, State.SCHEDULED, phase="scheduled",
+                           worker={"pid": gone.pid, "start_time": None})
+    before = world.store.read(op_id).revision
+    status = ops.status(world.config)
+    assert status["state"] == "scheduled" and status["worker_status"] == "gone"
+    assert world.store.read(op_id).revision == before
