@@ -77,6 +77,9 @@ def _launch_findings(host: Host, recorded: Recorded, launch: Launch) -> list[Fin
         found.append(Finding("resume argv stale", _join(recorded.resume_argv), _join(resume)))
         found.append(Finding(f"launch argv changed ({launch.source})",
                              _join(recorded.launch_argv), _join(launch.argv)))
+    if launch.workdir != recorded.workdir:
+        found.append(Finding("workdir changed (resume looks up sessions by cwd)",
+                             recorded.workdir, str(launch.workdir)))
     if launch.channel_flags != recorded.channel_flags:
         found.append(Finding("live channel flags changed", _join(recorded.channel_flags),
                              _join(launch.channel_flags)))

@@ -15,6 +15,7 @@ from provision.host import LocalHost
 from provision.profile import load_profile
 from provision.result import Context
 from tests.fixtures.claude_cli import claude_bin, claude_env  # noqa: F401 - fixture
+from tests.fixtures.tmux import wait_for
 from tests.provision.conftest import LAUNCH_FLAGS, Deployment
 from tests.provision.test_apply_tmux import _tasks, ready  # noqa: F401 - fixture
 
@@ -105,3 +106,15 @@ def test_drift_without_a_manifest_is_an_error_exit_2(ready: Deployment,  # noqa:
         check_drift(LocalHost(profile.host), profile)
     assert main(["drift", str(ready.profile_path)]) == 2
     assert "tl-provision: error: no manifest" in capsys.readouterr().err
+
+
+def test_claude_restarted_in_another_directory_is_workdir_drift(applied: Deployment) -> None:
+    elsewhere = applied.root / "elsewhere"
+    elsewhere.mkdir()
+    old = applied.tmux.pane_pid(applied.target)
+    applied.tmux.cmd("respawn-pane", "-k", "-c", str(elsewhere), "-t", applied.target,
+                     f"PATH={applied.bin_dir}:$PATH claude {' '.join(LAUNCH_FLAGS)}")
+    wait_for(lambda: applied.tmux.pane_pid(applied.target) != old, what="respawned pane")
+    findings = {f.check: f for f in _drift(applied)}
+    moved = findings["workdir changed (resume looks up sessions by cwd)"]
+    assert (moved.before, moved.after) == (str(applied.workdir), str(elsewhere))
