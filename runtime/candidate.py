@@ -43,6 +43,7 @@ class Build:
     details: dict[str, Any]
     blocked_reason: str | None
     empty_reason: str | None
+    item_count: int
 
     @property
     def startup_snapshot(self) -> str | None:
@@ -56,7 +57,7 @@ class Build:
         return {
             "source": str(self.source),
             "new_session_id": self.new_session_id,
-            "items": len(self.items),
+            "items": self.item_count,
             **self.details,
             "speech": self.counts,
             "read": self.read.as_dict(),
@@ -71,8 +72,13 @@ def build(
     *,
     new_session_id: str | None = None,
     progress: Progress | None = None,
+    lay_out: bool = True,
 ) -> Build:
-    """Read ``source`` once and lay out the candidate session (nothing is written)."""
+    """Read ``source`` once and lay out the candidate session (nothing is written).
+
+    ``lay_out=False`` (``plan``) decides and counts everything but skips building the item
+    events and manifest; such a build cannot be written.
+    """
     knobs = config.rebuild
     sink = TurnBuilder()
     read, ledger = scan(Path(source), knobs, sink, progress)
@@ -114,7 +120,7 @@ def build(
             layout.add(utt, stamp, index)
     for summary in summary_queue:
         layout.add(summary.utterance, SUMMARY_MARK, None)
-    items, manifest = layout.finish()
+    items, manifest = layout.finish() if lay_out else ([], [])
     counts = _counts(sink, turns, keep, read)
     details = {
         "turns": {
@@ -138,8 +144,8 @@ def build(
             "threshold": knobs.poison_threshold,
             "blocked": hits >= knobs.poison_threshold,
         },
-        "timestamps_replaced": layout.timestamps_replaced,
-        "versions_filled": layout.versions_filled,
+        "timestamps_replaced": layout.timestamps_replaced(),
+        "versions_filled": layout.versions_filled(),
     }
     return Build(
         source=Path(source),
@@ -153,7 +159,8 @@ def build(
         counts=counts,
         details=details,
         blocked_reason=blocked,
-        empty_reason=_empty_reason(read, turns, keep, items),
+        empty_reason=_empty_reason(read, turns, keep, layout.count),
+        item_count=layout.count,
     )
 
 
@@ -165,6 +172,8 @@ def write(build: Build, directory: Path) -> Path:
         )
     if build.blocked_reason is not None:
         raise BlockedError(f"rebuild of {str(build.source)!r} is blocked: {build.blocked_reason}")
+    if len(build.items) != build.item_count:
+        raise ValueError("a build made with lay_out=False cannot be written")
     from runtime import proc  # only writing needs the machine door
 
     target = Path(directory) / f"{build.new_session_id}.jsonl"
@@ -232,9 +241,9 @@ def _snapshot_report(startup: Utterance | None) -> dict[str, Any]:
 
 
 def _empty_reason(
-    read: ReadStats, turns: list[Turn], keep: list[int], items: list[dict[str, Any]]
+    read: ReadStats, turns: list[Turn], keep: list[int], item_count: int
 ) -> str | None:
-    if keep and items:
+    if keep and item_count:
         return None
     if read.bytes == 0 or read.events == 0:
         return "the transcript is empty"

@@ -64,11 +64,23 @@ class Layout:
         self.items: list[dict[str, Any]] = []
         self.manifest: list[ManifestEntry] = []
         self.pending: list[tuple[Utterance, str | None, int | None]] = []
-        self.timestamps_replaced = 0
-        self.versions_filled = 0
 
     def add(self, utt: Utterance, stamp: str | None, turn: int | None) -> None:
         self.pending.append((utt, stamp, turn))
+
+    @property
+    def count(self) -> int:
+        return len(self.pending)
+
+    def timestamps_replaced(self) -> int:
+        """Items whose source timestamp is not valid (they take the nearest earlier one)."""
+        return sum(1 for utt, _, _ in self.pending if utt.timestamp_replaced or not utt.timestamp)
+
+    def versions_filled(self) -> int:
+        """Items whose source has no version (they take the one before, or a fallback)."""
+        return sum(
+            1 for utt, _, _ in self.pending if not (type(utt.version) is str and utt.version)
+        )
 
     def finish(self) -> tuple[list[dict[str, Any]], list[ManifestEntry]]:
         later_stamp = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
@@ -83,14 +95,10 @@ class Layout:
         used_ids: set[Any] = set()
         for position, (utt, stamp, turn) in enumerate(self.pending):
             item_id = item_uuid(session, position, utt.source_uuid)
-            if utt.timestamp_replaced or not utt.timestamp:
-                self.timestamps_replaced += 1
             timestamp = utt.timestamp or last_ts
             last_ts = timestamp
             if type(utt.version) is str and utt.version:  # (inlined checks: one call per item
                 version = utt.version  # less matters on sessions of thousands of items)
-            else:
-                self.versions_filled += 1
             blocks = ([{"type": "text", "text": stamp}] if stamp else []) + [
                 {"type": "text", "text": utt.text}
             ]

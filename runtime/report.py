@@ -35,7 +35,7 @@ def plan_report(
     from runtime import candidate  # not needed by dirty: keep its start-up lean
 
     source = pick_transcript(path, config)
-    built = candidate.build(source, config, progress=progress)
+    built = candidate.build(source, config, progress=progress, lay_out=False)
     stats = built.stats()
     read = stats.pop("read")
     for key in ("new_session_id", "source"):

@@ -207,3 +207,14 @@ def test_write_refuses_a_blocked_or_empty_build(tmp_path: Path) -> None:
     empty.write_bytes(b"")
     with pytest.raises(NothingToCarryError, match="the transcript is empty"):
         candidate.write(candidate.build(empty, config()), tmp_path)
+
+
+def test_a_plan_only_build_decides_the_same_but_cannot_be_written(tmp_path: Path) -> None:
+    path = conversation(3).write(tmp_path / "s.jsonl")
+    full = candidate.build(path, config())
+    plan = candidate.build(path, config(), lay_out=False)
+    assert plan.items == () and plan.item_count == len(full.items) == full.item_count
+    same = {k: v for k, v in full.stats().items() if k != "new_session_id"}
+    assert {k: v for k, v in plan.stats().items() if k != "new_session_id"} == same
+    with pytest.raises(ValueError, match="lay_out=False"):
+        candidate.write(plan, tmp_path)
