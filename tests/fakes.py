@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from provision.errors import HostError
 from provision.host import CommandResult, FileStat, Host
@@ -94,10 +95,11 @@ class SandboxHost(Host):
 
     UNIT_DIR = "/etc/systemd/system"
 
-    def __init__(self, sandbox: object) -> None:
+    def __init__(self, sandbox: Any, env: Mapping[str, str] | None = None) -> None:
         from provision.host import LocalHost
 
         self.sandbox = sandbox
+        self.env = dict(env or {})
         self.local = LocalHost("sandbox")
         self.name = "sandbox"
 
@@ -112,7 +114,8 @@ class SandboxHost(Host):
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             cwd: str | None = None, timeout: float = 30.0,
             input_text: str | None = None) -> CommandResult:
-        result = self.local.run([*self.sandbox.enter_argv(), *argv], env=env, cwd=cwd,
+        merged = {**self.env, **(env or {})} or None
+        result = self.local.run([*self.sandbox.enter_argv(), *argv], env=merged, cwd=cwd,
                                 timeout=timeout, input_text=input_text)
         return CommandResult(tuple(argv), result.rc, result.stdout, result.stderr)
 

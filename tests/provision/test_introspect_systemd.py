@@ -117,3 +117,35 @@ def test_real_unit_with_drop_in_reset_then_apply_restart_and_drift(
     assert "plugin:telegram@claude-plugins-official" in findings[0].before
     live = [f for f in findings if f.check.startswith("live argv differs from configured")]
     assert live and "plugin:telegram" in live[0].after
+
+
+def test_tmux_session_started_by_a_real_unit_yields_the_claude_argv_inside_it(
+        systemd_sandbox: SystemdSandbox) -> None:  # noqa: F811
+    sandbox = systemd_sandbox
+    share = sandbox.share
+    for sub in ("bin", "work", "tmux"):
+        (share / sub).mkdir(parents=True, exist_ok=True)
+    (share / "tmux").chmod(0o700)
+    claude = share / "bin" / "claude"
+    claude.write_text(STAND_IN)
+    claude.chmod(0o755)
+    sandbox.write_unit("companion-tmux.service", f"""[Service]
+Type=forking
+Environment=TMUX_TMPDIR={share}/tmux
+ExecStart=/usr/bin/tmux -L tl new-session -d -s main -c {share}/work \\
+  "PATH={share}/bin:/usr/bin:/bin claude --continue --channels plugin:telegram@x"
+""")
+    sandbox.daemon_reload()
+    sandbox.systemctl("start", "companion-tmux.service")
+    host = SandboxHost(sandbox, env={"TMUX_TMPDIR": f"{share}/tmux"})
+    profile = profile_from_mapping({
+        "host": "sysd", "claude": {"user": pwd.getpwuid(os.getuid()).pw_name,
+                                   "home": str(share)},
+        "door": {"kind": "tmux", "tmux": {"target": "main:0.0", "socket_name": "tl",
+                                          "unit": "companion-tmux.service"}},
+        "install": {"config_path": f"{share}/config.toml", "state_dir": f"{share}/state"}})
+    launch = wait_for(lambda: (lambda found: found if found.live else None)(
+        introspect(host, profile)), what="claude running in the unit's tmux pane")
+    assert launch.argv == (str(claude), "--continue", "--channels", "plugin:telegram@x")
+    assert launch.source == "systemd unit companion-tmux.service → tmux new-session command"
+    assert launch.workdir == f"{share}/work"
