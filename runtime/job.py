@@ -1,0 +1,148 @@
+"""What every worker job shares: the record it moves, the door, the fault points, the logs.
+
+``THREADLINE_WORKER_FAULT`` injects a crash or a pause at a phase for the recovery and race
+tests (``kill:PHASE`` or ``pause:PHASE:FILE`` — waits until FILE exists, writes FILE.reached).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from runtime import health, proc
+from runtime import identity as ident
+from runtime.config import Config
+from runtime.doors.base import Door
+from runtime.state import State
+from runtime.store import Operation, Store, now_iso
+
+FAULT_ENV = "THREADLINE_WORKER_FAULT"
+
+
+class Abort(Exception):
+    """Stop the operation: ``code`` names why (``session_conflict``, ``source_changed`` …)."""
+
+    def __init__(self, code: str, message: str, evidence: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.evidence = evidence or {}
+
+
+def log(message: str) -> None:
+    print(f"{now_iso()} worker[{os.getpid()}] {message}", flush=True)
+
+
+def fault(phase: str) -> None:
+    """Crash or pause here when the fault-injection variable names this phase."""
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec:
+        return
+    kind, _, rest = spec.partition(":")
+    name, _, path = rest.partition(":")
+    if name != phase:
+        return
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "pause" and path:
+        proc.atomic_write(path + ".reached", phase.encode())
+        deadline = time.monotonic() + 120
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def counts_only(value: Any) -> Any:
+    """Keep numbers, booleans and nested mappings of them: audit records carry no text."""
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, dict):
+        kept = {str(k): counts_only(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not None or value.get(k) is None}
+    return None
+
+
+def other_sessions(project_dir: Path, exclude: set[str]) -> dict[str, list[int]]:
+    """``name → [size, mtime_ns]`` of top-level session files other than ``exclude``."""
+    found: dict[str, list[int]] = {}
+    for path in project_dir.glob("*.jsonl"):
+        if path.name in exclude or path.name.startswith("agent-"):
+            continue
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        found[path.name] = [st.st_size, st.st_mtime_ns]
+    return found
+
+
+class Job:
+    """Shared plumbing of the rebuild and rollback runs: the record, the store, the door."""
+
+    def __init__(self, config: Config, store: Store, op: Operation, door: Door) -> None:
+        self.config = config
+        self.store = store
+        self.op = op
+        self.door = door
+        self.id = op.operation_id
+
+    def move(self, target: State, phase: str, evidence: dict[str, Any] | None = None,
+             **changes: Any) -> None:
+        self.op = self.store.transition(self.id, target, phase=phase, evidence=evidence,
+                                        expect_revision=self.op.revision, **changes)
+        self.store.heartbeat(self.id, phase)
+        log(f"{self.id}: {phase} → {target.value}")
+
+    def note(self, phase: str, evidence: dict[str, Any] | None = None, **changes: Any) -> None:
+        if changes:
+            self.op = self.store.update(self.id, phase=phase, evidence=evidence,
+                                        expect_revision=self.op.revision, **changes)
+        else:
+            self.store.event(self.id, phase, state=self.op.state.value, **(evidence or {}))
+        self.store.heartbeat(self.id, phase)
+        log(f"{self.id}: {phase}")
+
+    def resume_argv(self, session_id: str) -> tuple[str, ...]:
+        return ident.format_argv(self.config.switch.resume_argv, session_id)
+
+    def required_flags(self, old_argv: Sequence[str]) -> tuple[str, ...]:
+        configured = ident.channel_flags(self.config.switch.channel_flags)
+        return tuple(dict.fromkeys([*ident.channel_flags(old_argv), *configured]))
+
+    def expectation(self, session_id: str, previous: str,
+                    flags: Sequence[str]) -> health.Expectation:
+        sw = self.config.switch
+        return health.Expectation(
+            session_id=session_id, previous_identity=previous, channel_flags=tuple(flags),
+            workdir=self.config.workdir, channel_servers=sw.expected_channel_servers,
+            project_dir=self.config.project_dir, window=sw.healthcheck_seconds,
+        )
+
+    def switch_to(self, session_id: str) -> None:
+        assert self.config.workdir is not None
+        self.door.switch(session_id, self.resume_argv(session_id), self.config.workdir)
+
+
+
+def worker_info() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "start_time": ident.start_time(pid), "started_at": now_iso()}
+
+
+def line_count(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
