@@ -45,11 +45,10 @@ class Classifier:
         self.snapshot_taken = False
 
     def event(self, event: dict[str, Any], size: int) -> None:
-        stats = self.stats
-        stats.events += 1
         kind = event.get("type")
-        kind = kind if isinstance(kind, str) else "(no type)"
-        stats.types[kind] += 1
+        if type(kind) is not str:
+            kind = "(no type)"
+        self.stats.types[kind] += 1
         if self.sink is not None:  # ids and times matter only when building a candidate
             uuid = event.get("uuid")
             if type(uuid) is str:
@@ -73,14 +72,12 @@ class Classifier:
                 self.boundary_seen = self.boundary_parent in self.recent_uuids
             self._ignore(kind, "system", "system", size)
         else:
-            self.stats.ignored_types[kind] += 1
             self.ledger.add_other(kind, size)
 
     def finish(self) -> None:
         """End of file: nothing more to classify."""
 
     def _ignore(self, kind: str, reason: str, category: str, size: int) -> None:
-        self.stats.ignored_types[kind] += 1
         self.stats.ignored_reasons[reason] += 1
         if category == "other":
             self.ledger.add_other(f"{kind}:{reason}", size)
@@ -156,9 +153,9 @@ class Classifier:
                 categories.append(("other", -1))
         self._split_bytes("assistant", content, categories, size, bool(spoken))
         if not spoken:
-            self.stats.ignored_types["assistant"] += 1
             self.stats.ignored_reasons["assistant_no_speech"] += 1
             return
+        self.stats.spoke["assistant"] += 1
         for kind, text in spoken:
             self.stats.speech[kind] += 1
             if sink is not None:
@@ -176,19 +173,18 @@ class Classifier:
             said = self.rules.tool_speech(block)
             if said is None:
                 self.ledger.noise["tool_use"] += size
-                self.stats.ignored_types["assistant"] += 1
                 self.stats.ignored_reasons["assistant_no_speech"] += 1
                 return True
             kind, text = said
         elif btype == "thinking" or btype == "redacted_thinking":
             self.ledger.noise["thinking"] += size
-            self.stats.ignored_types["assistant"] += 1
             self.stats.ignored_reasons["assistant_no_speech"] += 1
             return True
         else:
             return False
         self.ledger.conversation_bytes += size
         self.stats.speech[kind] += 1
+        self.stats.spoke["assistant"] += 1
         if self.sink is not None:
             self.sink.assistant(self._utterance(event, kind, "assistant", text))
         return True
@@ -272,6 +268,7 @@ class Classifier:
             line = rules.slash_line(joined)
             if line is not None:
                 self.ledger.conversation_bytes += size
+                self.stats.spoke["user"] += 1
                 if self.sink is not None:
                     self.sink.slash(self._utterance(event, "slash", "user", line))
                 return
@@ -331,6 +328,7 @@ class Classifier:
             return
         ledger.conversation_bytes += rest
         self.stats.speech[kind] += len(kept)
+        self.stats.spoke[event.get("type") or "user"] += 1
         if self.sink is not None:
             for text in kept:
                 self.sink.human(self._utterance(event, kind, "user", text))

@@ -71,7 +71,14 @@ class Utterance(NamedTuple):
 class SpeechRules:
     """Compiled speech rules of one config (read-only after construction)."""
 
-    __slots__ = ("injected", "reply_tool", "reply_argument", "reply_chat_ids", "speech_tools")
+    __slots__ = (
+        "injected",
+        "reply_tool",
+        "reply_argument",
+        "reply_chat_ids",
+        "speech_tools",
+        "_is_reply",
+    )
 
     def __init__(
         self,
@@ -86,6 +93,7 @@ class SpeechRules:
         self.reply_argument = reply_argument
         self.reply_chat_ids = reply_chat_ids
         self.speech_tools = speech_tools
+        self._is_reply: dict[str, bool] = {}  # tool name -> matches reply_tool (memo)
 
     @classmethod
     def from_config(cls, rebuild: RebuildConfig) -> SpeechRules:
@@ -160,7 +168,10 @@ class SpeechRules:
         arguments = block.get("input")
         if type(arguments) is not dict:
             return None
-        if self.reply_tool.search(name):
+        is_reply = self._is_reply.get(name)
+        if is_reply is None:
+            is_reply = self._is_reply[name] = self.reply_tool.search(name) is not None
+        if is_reply:
             text = arguments.get(self.reply_argument)
             if type(text) is str and text and not text.isspace() and self._chat_allowed(arguments):
                 return "channel_reply", text

@@ -36,17 +36,25 @@ class ReadStats:
     def __init__(self) -> None:
         self.lines = 0
         self.bytes = 0
-        self.events = 0
         self.blank_lines = 0
         self.malformed = 0
         self.malformed_non_utf8 = 0
         self.malformed_lines: list[int] = []
         self.partial_tail = False
         self.types: Counter[str] = Counter()
-        self.ignored_types: Counter[str] = Counter()
+        self.spoke: Counter[str] = Counter()  # events, by type, that carried speech
         self.ignored_reasons: Counter[str] = Counter()
         self.speech: Counter[str] = Counter()
         self.timestamps_replaced = 0
+
+    @property
+    def events(self) -> int:
+        return sum(self.types.values())
+
+    @property
+    def ignored_types(self) -> Counter[str]:
+        """Events, by type, that carried no speech (derived: one counter less per line)."""
+        return Counter({t: n - self.spoke[t] for t, n in self.types.items() if n > self.spoke[t]})
 
     def as_dict(self) -> dict[str, Any]:
         return {
