@@ -105,3 +105,12 @@ def test_dirty_report_reads_with_the_config_budget(tmp_path: Path) -> None:
     assert report["dirty_budget_bytes"] == 100
     assert report["should_rebuild"] is True
     assert report["bytes"] == path.stat().st_size
+
+
+def test_conversation_bytes_never_enter_the_budget(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("a long human message " * 200)
+    t.assistant("a long answer " * 300)
+    report = build(tmp_path, t).ledger.report(2000, True)
+    assert report["conversation_bytes"] > 2000 > report["noise_bytes"]
+    assert report["should_rebuild"] is False
