@@ -24,7 +24,7 @@ from runtime.items import SUMMARY_MARK, Layout, ManifestEntry, sha256_text
 from runtime.speech import SPEECH_KINDS, Utterance
 from runtime.tokens import apply_cap, estimate_tokens, poison_hits
 from runtime.transcript import Progress, ReadStats, scan
-from runtime.turns import Turn, TurnBuilder
+from runtime.turns import CompactSummary, Turn, TurnBuilder
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,44 @@ def build(
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
+    plan = _select(sink, turns, stamps, config)
+    layout = _lay_out(Layout(session), sink.startup, turns, stamps, plan)
+    items, manifest = layout.finish() if lay_out else ([], [])
+    return Build(
+        source=Path(source),
+        new_session_id=session,
+        turns=tuple(turns),
+        selected=tuple(plan.keep),
+        items=tuple(items),
+        manifest=tuple(manifest),
+        read=read,
+        ledger=ledger,
+        counts=_counts(sink, turns, plan.keep, read),
+        details=_details(sink, turns, plan, layout, config),
+        blocked_reason=plan.blocked,
+        empty_reason=_empty_reason(read, turns, plan.keep, layout.count),
+        item_count=layout.count,
+    )
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """Which turns and summaries are carried, what that costs, and what blocks it."""
+
+    keep: list[int]
+    excluded_tail: int
+    dropped: int
+    summaries: list[CompactSummary]
+    tokens: float
+    poison_hits: int
+    blocked: str | None
+
+
+def _select(
+    sink: TurnBuilder, turns: list[Turn], stamps: list[str | None], config: Config
+) -> _Selection:
+    """Open tail, carry cap and poison check (SPEC §3.4, §3.6, §3.7)."""
+    knobs = config.rebuild
     turn_tokens = [
         _turn_tokens(turn, stamp, config) for turn, stamp in zip(turns, stamps, strict=True)
     ]
@@ -97,71 +135,70 @@ def build(
     keep, dropped, summaries, total, blocked = apply_cap(
         keep, turn_tokens, sink.summaries, fixed, config
     )
-    hits = poison_hits(
-        [u.text for t in turns[-knobs.poison_window_turns :] for u in t.items], knobs
-    )
+    window = turns[-knobs.poison_window_turns :]
+    hits = poison_hits([u.text for turn in window for u in turn.items], knobs)
     if blocked is None and hits >= knobs.poison_threshold:
         blocked = (
             f"poison check: {hits} hit(s) in the last {knobs.poison_window_turns} turn(s) "
             f">= poison_threshold {knobs.poison_threshold}; rebuild from durable memory instead"
         )
-    layout = Layout(session)
-    if sink.startup is not None:
-        layout.add(sink.startup, None, None)
-    summary_queue = list(summaries)
-    for index in keep:
-        while summary_queue and summary_queue[0].anchor <= index:
-            layout.add(summary_queue.pop(0).utterance, SUMMARY_MARK, None)
+    return _Selection(keep, excluded_tail, dropped, summaries, total, hits, blocked)
+
+
+def _lay_out(
+    layout: Layout,
+    startup: Utterance | None,
+    turns: list[Turn],
+    stamps: list[str | None],
+    plan: _Selection,
+) -> Layout:
+    """Queue the carried utterances in order: snapshot, then turns with summaries in place."""
+    if startup is not None:
+        layout.add(startup, None, None)
+    summaries = list(plan.summaries)
+    for index in plan.keep:
+        while summaries and summaries[0].anchor <= index:
+            layout.add(summaries.pop(0).utterance, SUMMARY_MARK, None)
         first_human = True
         for utt in turns[index].items:
             stamp = None
             if utt.role == "user" and first_human:
                 stamp, first_human = stamps[index], False
             layout.add(utt, stamp, index)
-    for summary in summary_queue:
+    for summary in summaries:
         layout.add(summary.utterance, SUMMARY_MARK, None)
-    items, manifest = layout.finish() if lay_out else ([], [])
-    counts = _counts(sink, turns, keep, read)
-    details = {
+    return layout
+
+
+def _details(
+    sink: TurnBuilder, turns: list[Turn], plan: _Selection, layout: Layout, config: Config
+) -> dict[str, Any]:
+    knobs = config.rebuild
+    return {
         "turns": {
             "source": len(turns),
-            "selected": len(keep),
+            "selected": len(plan.keep),
             "open_tail": bool(turns and turns[-1].open),
-            "excluded_open_tail": excluded_tail,
-            "dropped_oldest_turns": dropped,
+            "excluded_open_tail": plan.excluded_tail,
+            "dropped_oldest_turns": plan.dropped,
         },
         "slash_commands": {
             "carried": sink.counts["slash"],
             "local_dropped": sink.slash_local,
             "unanswered_dropped": sink.slash_unanswered,
         },
-        "tokens": _token_report(total, config),
+        "tokens": _token_report(plan.tokens, config),
         "startup_snapshot": _snapshot_report(sink.startup),
-        "compaction": {"summaries": len(sink.summaries), "carried": len(summaries)},
+        "compaction": {"summaries": len(sink.summaries), "carried": len(plan.summaries)},
         "poison": {
-            "hits": hits,
+            "hits": plan.poison_hits,
             "window_turns": knobs.poison_window_turns,
             "threshold": knobs.poison_threshold,
-            "blocked": hits >= knobs.poison_threshold,
+            "blocked": plan.poison_hits >= knobs.poison_threshold,
         },
         "timestamps_replaced": layout.timestamps_replaced(),
         "versions_filled": layout.versions_filled(),
     }
-    return Build(
-        source=Path(source),
-        new_session_id=session,
-        turns=tuple(turns),
-        selected=tuple(keep),
-        items=tuple(items),
-        manifest=tuple(manifest),
-        read=read,
-        ledger=ledger,
-        counts=counts,
-        details=details,
-        blocked_reason=blocked,
-        empty_reason=_empty_reason(read, turns, keep, layout.count),
-        item_count=layout.count,
-    )
 
 
 def write(build: Build, directory: Path) -> Path:
