@@ -64,6 +64,8 @@ class Layout:
         self.items: list[dict[str, Any]] = []
         self.manifest: list[ManifestEntry] = []
         self.pending: list[tuple[Utterance, str | None, int | None]] = []
+        self._last_message: Any = None
+        self._used_ids: set[Any] = set()
 
     def add(self, utt: Utterance, stamp: str | None, turn: int | None) -> None:
         self.pending.append((utt, stamp, turn))
@@ -83,66 +85,23 @@ class Layout:
         )
 
     def finish(self) -> tuple[list[dict[str, Any]], list[ManifestEntry]]:
-        later_stamp = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
+        """Build every queued item and its manifest entry, in order."""
+        last_ts = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
         version = next((u.version for u, _, _ in self.pending if _nonempty(u.version)), None)
-        session = self.session
-        items = self.items
-        manifest = self.manifest
         version = version or FALLBACK_VERSION
         parent: str | None = None
-        last_ts = later_stamp
-        last_message: Any = None
-        used_ids: set[Any] = set()
         for position, (utt, stamp, turn) in enumerate(self.pending):
-            item_id = item_uuid(session, position, utt.source_uuid)
-            timestamp = utt.timestamp or last_ts
-            last_ts = timestamp
-            if type(utt.version) is str and utt.version:  # (inlined checks: one call per item
-                version = utt.version  # less matters on sessions of thousands of items)
+            item_id = item_uuid(self.session, position, utt.source_uuid)
+            last_ts = utt.timestamp or last_ts  # None only before the first valid one
+            if type(utt.version) is str and utt.version:
+                version = utt.version
             blocks = ([{"type": "text", "text": stamp}] if stamp else []) + [
                 {"type": "text", "text": utt.text}
             ]
-            item: dict[str, Any] = {
-                "parentUuid": parent,
-                "isSidechain": False,
-                "userType": utt.user_type
-                if type(utt.user_type) is str and utt.user_type
-                else "external",
-            }
-            if type(utt.cwd) is str and utt.cwd:
-                item["cwd"] = utt.cwd
-            item["sessionId"] = session
-            item["version"] = version
-            if type(utt.git_branch) is str and utt.git_branch:
-                item["gitBranch"] = utt.git_branch
-            item["type"] = utt.role
-            if utt.role == "user":
-                item["message"] = {"role": "user", "content": blocks}
-                item["isMeta"] = False
-                last_message = None
-            else:
-                message_id = utt.message_id
-                if not _nonempty(message_id) or (
-                    message_id in used_ids and message_id != last_message
-                ):
-                    message_id = "msg_tl_" + item_id.replace("-", "")[:24]
-                used_ids.add(message_id)
-                last_message = message_id
-                item["message"] = {
-                    "id": message_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": utt.model if _nonempty(utt.model) else "unknown",
-                    "content": blocks,
-                    "stop_reason": "end_turn",
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 0, "output_tokens": 0},
-                }
-            item["uuid"] = item_id
-            digest = sha256_text(utt.text)  # the block below *is* this string: one digest
-            item["timestamp"] = timestamp
-            items.append(item)
-            manifest.append(
+            item = self._item(utt, parent, version, blocks, item_id, last_ts)
+            digest = sha256_text(utt.text)  # the last block *is* this string: one digest
+            self.items.append(item)
+            self.manifest.append(
                 ManifestEntry(
                     position,
                     utt.role,
@@ -158,6 +117,60 @@ class Layout:
             )
             parent = item_id
         return self.items, self.manifest
+
+    def _item(
+        self,
+        utt: Utterance,
+        parent: str | None,
+        version: str,
+        blocks: list[dict[str, str]],
+        item_id: str,
+        timestamp: str,
+    ) -> dict[str, Any]:
+        """One event in Claude Code's session format, keys in the order it writes them."""
+        item: dict[str, Any] = {
+            "parentUuid": parent,
+            "isSidechain": False,
+            "userType": utt.user_type if _nonempty(utt.user_type) else "external",
+        }
+        if _nonempty(utt.cwd):
+            item["cwd"] = utt.cwd
+        item["sessionId"] = self.session
+        item["version"] = version
+        if _nonempty(utt.git_branch):
+            item["gitBranch"] = utt.git_branch
+        item["type"] = utt.role
+        if utt.role == "user":
+            item["message"] = {"role": "user", "content": blocks}
+            item["isMeta"] = False
+            self._last_message = None
+        else:
+            item["message"] = self._assistant_message(utt, blocks, item_id)
+        item["uuid"] = item_id
+        item["timestamp"] = timestamp
+        return item
+
+    def _assistant_message(
+        self, utt: Utterance, blocks: list[dict[str, str]], item_id: str
+    ) -> dict[str, Any]:
+        """The message body; split parts keep their shared id only while they stay adjacent."""
+        message_id = utt.message_id
+        if not _nonempty(message_id) or (
+            message_id in self._used_ids and message_id != self._last_message
+        ):
+            message_id = "msg_tl_" + item_id.replace("-", "")[:24]
+        self._used_ids.add(message_id)
+        self._last_message = message_id
+        return {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": utt.model if _nonempty(utt.model) else "unknown",
+            "content": blocks,
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
 
 
 def _nonempty(value: Any) -> bool:

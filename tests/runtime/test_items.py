@@ -126,3 +126,16 @@ def test_an_impossible_date_is_never_used_as_a_replacement(tmp_path: Path) -> No
     later = orjson.loads(t.lines[-1])["timestamp"]
     built = build(tmp_path, t)
     assert built.items[0]["timestamp"] == later
+
+
+def test_a_message_id_is_shared_only_by_adjacent_parts(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("q")
+    t.assistant("part one", message_id="msg_1")
+    t.assistant("part two", message_id="msg_1")
+    t.queued("typed in between")
+    t.assistant("part three", message_id="msg_1")
+    built = build(tmp_path, t)
+    ids = [item["message"].get("id") for item in built.items if item["type"] == "assistant"]
+    assert ids[:2] == ["msg_1", "msg_1"]
+    assert ids[2] != "msg_1" and ids[2].startswith("msg_tl_")
