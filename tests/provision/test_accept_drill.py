@@ -81,6 +81,8 @@ def test_drill_activates_a_scratch_copy_and_leaves_the_real_session_alone(
     scratch = evidence(report, "drill scratch ready")
     assert set(scratch["mcp_servers_not_started"]) == {"companion", "threadline"}
     assert evidence(report, "drill activated")["state"] == "activated"
+    assert evidence(report, "drill old transcript byte-identical")[
+        "appended_by_the_old_claude"] == []
     flags = evidence(report, "drill channel flags on the new process")
     assert "--dangerously-load-development-channels server:companion" in flags["required"]
     assert "--channels plugin:telegram@claude-plugins-official" in flags["required"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from provision.accept import FAIL, PASS
-from provision.accept_live import channel_source, expected_channels
+from provision.accept.live import channel_source, expected_channels
 from runtime.config import load_config
 from runtime.store import Store
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture

@@ -22,16 +22,18 @@ folder is removed when every line passed, kept (path in the evidence) when one f
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from provision.accept_checks import claude_argv
-from provision.accept_scratch import Scratch, prepare_scratch, processes_of
+from provision.accept.process import claude_argv
+from provision.accept.scratch import Scratch, prepare_scratch, processes_of
 
 if TYPE_CHECKING:
-    from provision.accept import Checklist, Scene
+    from provision.accept.checklist import Checklist, Scene
+    from provision.host import Host
 
 PHASES = ("scheduled", "worker_spawned", "worker_started", "stable", "frozen", "identity",
           "built", "verifying", "verified", "activating", "rechecked", "switched", "health",
@@ -58,8 +60,12 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
             scratch = prepare_scratch(scene, uuid.uuid4().hex[:10])
             out.add("drill scratch ready", True, scratch.evidence())
         if scratch is not None:
-            with out.guard("drill activated"):
+            with out.guard("drill error"):
                 _rebuild(scene, scratch, out)
+            named = {line.name for line in out.lines}
+            for name in REQUIRED:
+                if name not in named:
+                    out.add(name, False, "not reached: an earlier drill line failed")
     finally:
         if scratch is not None:
             _cleanup(scene, scratch, out)
@@ -80,7 +86,7 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
         return
     old_argv = claude_argv(old_pid, scene.manifest.binary) if scene.manifest else []
     out.add("drill old claude running", True, {"pid": old_pid, "argv": old_argv})
-    before = _sha(host.read_bytes(scratch.transcript))
+    before = host.read_bytes(scratch.transcript) or b""
     op = request(scratch.config(), "tl-provision accept --drill", "REBUILD",
                  session_id=scratch.session, source="accept-drill")
     op_id = op["operation_id"]
@@ -104,7 +110,7 @@ def _tl_rebuild(scene: Scene) -> str:
     return find_tl_rebuild(scene.host, scene.profile)
 
 
-def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: str | None,
+def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: bytes,
            old_pid: int, old_argv: list[str]) -> None:
     from runtime.identity import channel_flags
 
@@ -115,15 +121,15 @@ def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: 
     out.add("drill pane pid changed", activated and bool(after_id) and str(old_pid) != after_id
             and str(now) == after_id,
             {"before": old_pid, "identity_after": after_id, "pane_pid_now": now})
-    current = _sha(host.read_bytes(scratch.transcript))
-    out.add("drill old transcript byte-identical",
-            before is not None and current == before == record.fact("source_sha256"),
-            {"before": before, "after": current, "frozen": record.fact("source_sha256")})
     backup = record.fact("backup") or ""
+    saved = host.read_bytes(backup) if backup else None
+    _old_transcript(host, scratch, out, record, before, saved)
     found = host.stat(backup) if backup else None
     out.add("drill backup present",
-            bool(found) and _sha(host.read_bytes(backup)) == before and found.mode == 0o600,
-            {"backup": backup, "mode": oct(found.mode) if found else None})
+            saved is not None and _sha(saved) == record.fact("source_sha256")
+            and found is not None and found.mode == 0o600,
+            {"backup": backup, "mode": oct(found.mode) if found else None,
+             "sha256": _sha(saved)})
     new_argv = claude_argv(now, scene.manifest.binary) if now and scene.manifest else []
     wanted = list(dict.fromkeys([*channel_flags(old_argv),
                                  *channel_flags(scratch.config().switch.channel_flags)]))
@@ -136,6 +142,34 @@ def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: 
     phases = [event.get("phase") for event in scratch.events(record.operation_id)]
     absent = [phase for phase in PHASES if phase not in phases]
     out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})
+
+
+def _old_transcript(host: Host, scratch: Scratch, out: Checklist, record: Any, before: bytes,
+                    saved: bytes | None) -> None:
+    """The copy is what it was: the frozen bytes are still its exact prefix.
+
+    Real claude 2.1.328 appends a ``cost-state`` line to its session file when ``respawn-pane
+    -k`` ends it: bookkeeping written by the old process itself, after the switch. Such lines
+    are reported; a changed byte, or an appended user/assistant line, fails.
+    """
+    current = host.read_bytes(scratch.transcript) or b""
+    frozen = saved if saved is not None and _sha(saved) == record.fact("source_sha256") else None
+    reference = frozen if frozen is not None else before  # not frozen: the worker stopped early
+    appended = current[len(reference):]
+    types = [_type_of(line) for line in appended.splitlines() if line.strip()]
+    intact = (current.startswith(reference) and reference.startswith(before)
+              and not {"user", "assistant"} & set(types))
+    out.add("drill old transcript byte-identical", intact,
+            {"frozen_sha256": record.fact("source_sha256"), "frozen_bytes": len(frozen or b""),
+             "now_bytes": len(current), "appended_by_the_old_claude": types})
+
+
+def _type_of(line: bytes) -> str:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return "unparsable"
+    return str(event.get("type")) if isinstance(event, dict) else "unparsable"
 
 
 def _cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from provision.accept import Checklist, Scene
+    from provision.accept.checklist import Checklist, Scene
     from runtime.config import Config
 
 Notify = Callable[[str], None]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from provision.errors import AcceptError
 
 if TYPE_CHECKING:
-    from provision.accept import Scene
+    from provision.accept.checklist import Scene
     from provision.host import CommandResult, Host
     from runtime.config import Config
 

@@ -1,0 +1,137 @@
+"""Checklist lines and the scene the stages share (profile, host, manifest, config, hook)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from provision.accept.hints import HINTS
+
+if TYPE_CHECKING:
+    from provision.host import Host
+    from provision.manifest import Recorded
+    from provision.profile import Profile
+    from runtime.config import Config
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One checklist line: stage, name, status, evidence (JSON-able) and what to do on fail."""
+
+    stage: str
+    name: str
+    status: str
+    evidence: Any
+
+    @property
+    def hint(self) -> str:
+        return HINTS.get(self.name.split(" [")[0], "")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"stage": self.stage, "name": self.name, "status": self.status,
+               "evidence": self.evidence}
+        if self.status == FAIL and self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+@dataclass
+class Checklist:
+    """Lines in order, plus measured numbers (hook ms, drill seconds)."""
+
+    host: str
+    lines: list[Line] = field(default_factory=list)
+    numbers: dict[str, float] = field(default_factory=dict)
+    stage: str = "readonly"
+
+    def add(self, name: str, passed: bool | None, evidence: Any) -> bool:
+        status = SKIP if passed is None else PASS if passed else FAIL
+        self.lines.append(Line(self.stage, name, status, evidence))
+        return bool(passed)
+
+    @contextmanager
+    def guard(self, name: str) -> Iterator[None]:
+        """A line that raises becomes a ``fail`` line naming the error (the run goes on)."""
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - a checklist reports, it never stops early
+            self.add(name, False, f"{type(exc).__name__}: {exc}")
+
+    @property
+    def failed(self) -> list[Line]:
+        return [line for line in self.lines if line.status == FAIL]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = {s: sum(1 for x in self.lines if x.status == s) for s in (PASS, FAIL, SKIP)}
+        return {"host": self.host, "ok": not self.failed, "exit_code": self.exit_code,
+                "counts": counts, "numbers": dict(self.numbers),
+                "lines": [line.to_dict() for line in self.lines]}
+
+    def table(self) -> str:
+        out = []
+        for line in self.lines:
+            evidence = line.evidence if isinstance(line.evidence, str) else json.dumps(
+                line.evidence, ensure_ascii=False, default=str)
+            out.append(f"{line.status.upper():4}  {line.stage:8}  {line.name} — {evidence}")
+            if line.status == FAIL and line.hint:
+                out.append(f"{'':16}what to do: {line.hint}")
+        data = self.to_dict()["counts"]
+        out.append(f"{self.host} : pass={data[PASS]} fail={data[FAIL]} skip={data[SKIP]}")
+        return "\n".join(out)
+
+
+@dataclass
+class Scene:
+    """What the stages share: the profile, the host door, the manifest and the runtime config."""
+
+    profile: Profile
+    host: Host
+    manifest: Recorded | None = None
+    config: Config | None = None
+    hook: dict[str, Any] | None = None
+
+    def claude_env_prefix(self, home: str | None = None,
+                          config_dir: str | None = None) -> list[str]:
+        """``[runuser -u USER --] env [-u CLAUDE_CONFIG_DIR] HOME=…``: run as claude runs.
+
+        With ``home`` (the drill's scratch HOME) the command runs as the current user, who
+        owns the scratch; otherwise as the profile's claude user.
+        """
+        import pwd
+
+        spec = self.profile.claude
+        cfg = config_dir if home is not None else spec.config_dir
+        prefix = []
+        if home is None and spec.user != pwd.getpwuid(os.getuid()).pw_name:
+            prefix = ["runuser", "-u", spec.user, "--"]
+        prefix += ["env", "-u", "TMUX", "-u", "TMUX_PANE"]
+        prefix += [f"CLAUDE_CONFIG_DIR={cfg}"] if cfg else ["-u", "CLAUDE_CONFIG_DIR"]
+        return [*prefix, f"HOME={home or spec.home}"]
+
+
+def load_scene(profile: Profile, host: Host, out: Checklist) -> Scene:
+    """Read the manifest and the rendered config; each is a checklist line."""
+    from provision.manifest import load_manifest
+    from runtime.config import load_config
+
+    scene = Scene(profile, host)
+    with out.guard("manifest readable"):
+        scene.manifest = load_manifest(host, profile)
+        out.add("manifest readable", True, {"path": profile.install.manifest_path,
+                                            "launch_source": scene.manifest.launch_source})
+    with out.guard("runtime config valid"):
+        scene.config = load_config(profile.install.config_path)
+        out.add("runtime config valid", True, profile.install.config_path)
+    return scene
+
+
