@@ -20,9 +20,10 @@ from tests.fixtures.tmux import TmuxServer, tmux_server  # noqa: F401 - pytest f
 
 @pytest.fixture
 def fake_api() -> Iterator[FakeApi]:
-    """A fake Messages API on 127.0.0.1, stopped after the test."""
+    """A fake Messages API on 127.0.0.1, stopped after the test; a broken cue fails the test."""
     with FakeApi() as api:
         yield api
+    assert api.errors == [], f"the fake API failed to answer: {api.errors}"
 
 
 @pytest.fixture

@@ -141,8 +141,10 @@ class FakeApi:
         self.count_token_calls = 0
         self._lock = threading.Condition()
         self._counter = itertools.count(1)
-        # tool_use id -> (cue, stage) where stage is "search" (ToolSearch issued) or "call".
-        self._pending: dict[str, tuple[Cue, str]] = {}
+        # tool_use id -> (cue, stage, user text that cued it); stage is "search" (ToolSearch
+        # issued, the cue's tool comes next) or "call".
+        self._pending: dict[str, tuple[Cue, str, str]] = {}
+        self.errors: list[str] = []
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer((host, 0), self._handler_class())
         self._server.daemon_threads = True
@@ -247,9 +249,9 @@ class FakeApi:
                 pending = self._pending.pop(result_id, None)
                 if pending is None:
                     continue
-                cue, stage = pending
+                cue, stage, cued_by = pending
                 if stage == "search":
-                    return self._call(cue, user_text(last), recorded), "tool_use"
+                    return self._call(cue, cued_by, recorded), "tool_use"
                 text = cue.after_text.format(tool=cue.tool)
                 return [{"type": "text", "text": text}], "end_turn"
             text = user_text(last)
@@ -266,11 +268,11 @@ class FakeApi:
     def _call(self, cue: Cue, text: str, recorded: Recorded) -> list[dict[str, Any]]:
         tool_id = f"toolu_{uuid.uuid4().hex[:24]}"
         if cue.tool not in recorded.tool_names() and "ToolSearch" in recorded.tool_names():
-            self._pending[tool_id] = (cue, "search")
+            self._pending[tool_id] = (cue, "search", text)
             block = {"type": "tool_use", "id": tool_id, "name": "ToolSearch",
                      "input": {"query": f"select:{cue.tool}", "max_results": 5}}
         else:
-            self._pending[tool_id] = (cue, "call")
+            self._pending[tool_id] = (cue, "call", text)
             block = {"type": "tool_use", "id": tool_id, "name": cue.tool,
                      "input": cue.tool_input(text)}
         return [{"type": "text", "text": f"calling {cue.tool}"}, block]
@@ -309,7 +311,13 @@ class FakeApi:
                 if not recorded.is_messages:
                     self._json(200, {})
                     return
-                blocks, stop = api.answer(recorded)
+                try:
+                    blocks, stop = api.answer(recorded)
+                except Exception as exc:  # noqa: BLE001 - a broken cue must not hang claude
+                    with api._lock:
+                        api.errors.append(f"request {recorded.index}: {exc!r}")
+                    blocks, stop = [{"type": "text", "text": f"fake-api error: {exc!r}"}], \
+                        "end_turn"
                 message = _message(body.get("model", "claude-fake"), recorded.index)
                 if body.get("stream"):
                     self._sse(message, blocks, stop)

@@ -28,7 +28,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -72,6 +71,9 @@ def onboarding_state(workdir: Path, api_key: str = DUMMY_API_KEY) -> dict[str, A
         "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
         "projects": {str(workdir): {"hasTrustDialogAccepted": True}},
         "cachedGrowthBookFeatures": {"tengu_harbor": True},
+        # A claude killed while booting (respawn-pane -k) makes the next start fall back to the
+        # classic renderer and offer "Try the new fullscreen renderer?"; seen 3 times = never.
+        "fullscreenUpsellSeenCount": 3,
     }
 
 
@@ -192,9 +194,11 @@ def write_user_config(machine: Machine) -> None:
 def write_settings(machine: Machine, *, recording_hook: bool = True,
                    allow: Sequence[str] = ALLOWED_TOOLS) -> None:
     """Write ``settings.json``: permission rules and (optionally) the recording Stop hook."""
-    # defaultMode "default": 2.1.328's default "auto" mode shows a classifier-billing dialog
-    # on the first tool call when the API is not Anthropic's; the allow rules cover our tools.
-    settings: dict[str, Any] = {"permissions": {"allow": list(allow), "defaultMode": "default"}}
+    # Auto mode off: 2.1.328's default "auto" mode shows a classifier-billing dialog on the
+    # first tool call when the API is not Anthropic's, and with "default" mode it offers
+    # "Make auto mode your default?" now and then. The allow rules cover our tools.
+    settings: dict[str, Any] = {"permissions": {
+        "allow": list(allow), "defaultMode": "default", "disableAutoMode": "disable"}}
     if recording_hook:
         script = machine.root / "record_stop_hook.py"
         script.write_text(RECORDING_HOOK.format(python=sys.executable, log=str(machine.hook_log)))
@@ -247,8 +251,6 @@ class ClaudePane:
         self.machine, self.tmux, self.session = machine, tmux, session
         self.target = f"{session}:0.0"
         self.pids: set[int] = set()
-        self._acceptor: threading.Thread | None = None
-        self._stop_accepting = threading.Event()
         self.accepted_warnings = 0
 
     # -- argv ------------------------------------------------------------------------------
@@ -343,29 +345,8 @@ class ClaudePane:
         wait_for(lambda: WARNING_TEXT not in self.capture(), timeout=timeout,
                  what="the warning to close")
 
-    def auto_accept_warnings(self) -> None:
-        """Accept the channel warning whenever it shows (after a respawn by the product)."""
-        if self._acceptor is not None:
-            return
-
-        def loop() -> None:
-            while not self._stop_accepting.wait(0.1):
-                try:
-                    if WARNING_TEXT in self.capture():
-                        self.pids.add(self.pane_pid())
-                        self.tmux.cmd("send-keys", "-t", self.target, "Enter")
-                        self.accepted_warnings += 1
-                        self._stop_accepting.wait(0.5)
-                except (RuntimeError, ValueError, subprocess.TimeoutExpired):
-                    continue
-        self._acceptor = threading.Thread(target=loop, name="warning-acceptor", daemon=True)
-        self._acceptor.start()
-
     def close(self) -> None:
-        """Stop the acceptor, kill the tmux server, then every claude and channel pid we saw."""
-        self._stop_accepting.set()
-        if self._acceptor is not None:
-            self._acceptor.join(timeout=5)
+        """Kill the tmux server, then every claude and channel-server pid we saw."""
         try:
             self.pids.add(self.pane_pid())
         except (RuntimeError, ValueError, subprocess.TimeoutExpired):

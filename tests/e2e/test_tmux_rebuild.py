@@ -80,10 +80,12 @@ def tl(config: Path, *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-def wait_terminal(config: Path, timeout: float = 90.0) -> dict[str, Any]:
+def wait_terminal(config: Path, timeout: float = 90.0,
+                  states: tuple[str, ...] = TERMINAL) -> dict[str, Any]:
+    """Wait until the newest operation is in one of ``states``; return its status."""
     def settled() -> dict[str, Any] | None:
         operations = tl(config, "list")
-        if operations and operations[0]["state"] in TERMINAL:
+        if operations and operations[0]["state"] in states:
             return tl(config, "status", "--operation", operations[0]["operation_id"])
         return None
     return wait_for(settled, timeout=timeout, interval=0.2,  # type: ignore[return-value]
@@ -130,22 +132,36 @@ def converse(pane: ClaudePane, fake_api: FakeApi, machine: Machine, tool_marker:
     pane.wait_said("the gate opened")
 
 
-def test_full_rebuild_through_the_tmux_door_carries_everything_and_keeps_the_channel(
-        pane: ClaudePane, fake_api: FakeApi, machine: Machine, tmp_path: Path) -> None:
-    config = write_config(machine, pane, tmp_path)
+def provision_and_launch(pane: ClaudePane, fake_api: FakeApi, machine: Machine, root: Path,
+                         resume_flags: tuple[str, ...] = CHANNEL_FLAGS) -> tuple[Path, str]:
+    """Config, MCP server and Stop hook in place; claude running its launch argv in the pane.
+
+    The first start has nothing to ``--continue``; the pane is then restarted with the real
+    launch argv (``--continue`` + channel flags). Returns the config path and the session id.
+    """
+    config = write_config(machine, pane, root, resume_flags)
     register_mcp(machine, "threadline", [str(TL_REBUILD), "mcp", "--config", str(config)])
     add_stop_hook(machine, f"{TL_REBUILD} hook-stop --config {config}")
-    tool_marker = f"TOOLOUT-{uuid.uuid4().hex[:8]}"
     fake_api.add_cue(Cue("PLEASE-REBUILD", "mcp__threadline__thread_rebuild_request",
                          {"reason": "tool noise", "confirmation": "REBUILD"},
                          after_text="rebuild registered; it happens after this turn"))
+    fake_api.add_cue(Cue("PLEASE-ROLLBACK", "mcp__threadline__thread_rebuild_rollback_request",
+                         lambda text: {"operation_id": text.split("PLEASE-ROLLBACK ")[1].split()[0],
+                                       "confirmation": "ROLLBACK"},
+                         after_text="rollback registered"))
     pane.start(pane.launch_argv())
     pane.type_prompt("the first words")
     pane.wait_said("echo[")
-    old_session = pane.respawn(pane.launch_argv(continue_=True))  # the real launch argv
+    session = pane.respawn(pane.launch_argv(continue_=True))
+    return config, session  # from here on only the product respawns (and confirms the warning)
+
+
+def test_full_rebuild_through_the_tmux_door_carries_everything_and_keeps_the_channel(
+        pane: ClaudePane, fake_api: FakeApi, machine: Machine, tmp_path: Path) -> None:
+    config, old_session = provision_and_launch(pane, fake_api, machine, tmp_path)
+    tool_marker = f"TOOLOUT-{uuid.uuid4().hex[:8]}"
     converse(pane, fake_api, machine, tool_marker)
     old_pid = pane.pane_pid()
-    pane.auto_accept_warnings()  # the respawned claude shows the dev-channel warning again
 
     pane.type_prompt("please PLEASE-REBUILD now")
     op = wait_terminal(config)
@@ -183,6 +199,8 @@ def test_full_rebuild_through_the_tmux_door_carries_everything_and_keeps_the_cha
     machine.push_channel(probe)
     heard = fake_api.wait_for_text(probe, after=first.index, timeout=60)
     assert heard.session_id == new_session
+    health = next(e for e in op["events"] if e["phase"] == "health")
+    assert health["ok"] is True and health["warnings_confirmed"] >= 1  # by the product
     phases = [event["phase"] for event in op["events"]]
     assert [p for p in phases if p in PHASES] == list(PHASES), phases
     at = {e["phase"]: datetime.fromisoformat(e["at"].replace("Z", "+00:00"))
@@ -191,3 +209,84 @@ def test_full_rebuild_through_the_tmux_door_carries_everything_and_keeps_the_cha
     activated = (at["activated"] - at["scheduled"]).total_seconds()
     print(f"\nswitch latency: Stop->switched {switched:.2f}s, Stop->activated {activated:.2f}s "
           f"(includes the {HEALTH_WINDOW}s health window)")
+
+
+def test_resume_argv_without_the_channel_flag_is_refused_and_the_old_session_resumed(
+        pane: ClaudePane, fake_api: FakeApi, machine: Machine, tmp_path: Path) -> None:
+    config, old_session = provision_and_launch(pane, fake_api, machine, tmp_path,
+                                               resume_flags=())  # hand-edited: deaf
+    machine.push_channel("channel before the rebuild")
+    fake_api.wait_for_text("channel before the rebuild")
+    pane.wait_said("echo[")
+
+    pane.type_prompt("please PLEASE-REBUILD now")
+    op = wait_terminal(config)
+
+    assert op["state"] == "rolled_back", op
+    assert op["failure"]["code"] == "unhealthy"
+    assert "missing channel flag(s) '--dangerously-load-development-channels server:chan'" \
+        in op["failure"]["message"]
+    health = next(e for e in op["events"] if e["phase"] == "health")
+    assert health["ok"] is False
+    assert health["channel_servers"][CHANNEL_NAME]  # the server was spawned: deaf, not absent
+    wait_for(lambda: (pane.session_record() or {}).get("sessionId") == old_session,
+             timeout=60, what="the pane to run the old session again")
+    pane.pids.add(pane.pane_pid())
+    start = fake_api.last_index
+    pane.type_prompt("typed after the refusal")
+    request = fake_api.wait_for_text("typed after the refusal", after=start, timeout=60)
+    assert request.session_id == old_session
+
+
+def test_rollback_through_the_mcp_tool_brings_the_old_session_back(
+        pane: ClaudePane, fake_api: FakeApi, machine: Machine, tmp_path: Path) -> None:
+    config, old_session = provision_and_launch(pane, fake_api, machine, tmp_path)
+    pane.type_prompt("please PLEASE-REBUILD now")
+    op = wait_terminal(config)
+    assert op["state"] == "activated", op.get("failure")
+    new_session = op["facts"]["new_session_id"]
+    wait_for(lambda: (pane.session_record() or {}).get("sessionId") == new_session,
+             timeout=60, what="the pane to run the new session")
+    switched_pid = pane.pane_pid()
+    pane.pids.add(switched_pid)
+    pane.type_prompt(f"said in the new session {uuid.uuid4().hex[:6]}")
+    pane.wait_said("said in the new session")
+
+    pane.type_prompt(f"please PLEASE-ROLLBACK {op['operation_id']} now")
+    back = wait_terminal(config, states=("rolled_back", "failed"))
+
+    assert back["state"] == "rolled_back", back.get("failure")
+    assert back["facts"]["turns_since_switch"] >= 1  # reported before rolling back
+    fake_api.wait_for_text("in the new session since the switch", timeout=30)
+    assert pane.pane_pid() != switched_pid
+    wait_for(lambda: (pane.session_record() or {}).get("sessionId") == old_session,
+             timeout=60, what="the pane to run the old session again")
+    pane.pids.add(pane.pane_pid())
+    start = fake_api.last_index
+    pane.type_prompt("back in the old session")
+    request = fake_api.wait_for_text("back in the old session", after=start, timeout=60)
+    assert request.session_id == old_session
+
+
+def test_third_party_respawn_between_prepare_and_switch_fails_with_session_conflict(
+        pane: ClaudePane, fake_api: FakeApi, machine: Machine, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    machine.env["THREADLINE_WORKER_FAULT"] = f"pause:verified:{gate}"  # the worker's own hook
+    config, old_session = provision_and_launch(pane, fake_api, machine, tmp_path)
+    pane.type_prompt("please PLEASE-REBUILD now")
+    reached = Path(f"{gate}.reached")
+    wait_for(reached.exists, timeout=60, what="the worker to pause after verification")
+
+    third_party = pane.respawn(pane.launch_argv(resume=old_session))
+    third_pid = pane.pane_pid()
+    gate.touch()
+    op = wait_terminal(config)
+
+    assert third_party == old_session
+    assert op["state"] == "failed", op
+    # The killed claude appends last-prompt/cost-state to the old transcript on exit, so with
+    # the real CLI the recheck may see the changed source before the changed pane identity.
+    assert op["failure"]["code"] in ("session_conflict", "source_changed"), op["failure"]
+    assert "switched" not in [e["phase"] for e in op["events"]]
+    assert pane.pane_pid() == third_pid  # nothing switched
+    assert pane.session_record()["sessionId"] == old_session
