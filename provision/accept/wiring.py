@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from provision.accept.process import claude_argv, claude_pid, fmt_argv_diff
+from provision.errors import HostError
 from runtime.errors import ThreadlineError
 
 if TYPE_CHECKING:
@@ -79,12 +80,16 @@ def _hook_fires(scene: Scene, out: Checklist) -> None:
     argv = [*scene.claude_env_prefix(), "sh", "-c", str(scene.hook["command"])]
     cwd = str(config.workdir) if config.workdir and config.workdir.is_dir() else "/"
     started = time.monotonic()
-    result = scene.host.run(argv, cwd=cwd, timeout=timeout, input_text=payload)
-    ms = round((time.monotonic() - started) * 1000, 1)
-    out.numbers["hook_ms"] = ms
-    out.add(name, result.ok, {"rc": result.rc, "ms": ms, "timeout_s": timeout,
-                              "stdout": result.stdout.strip()[:200],
-                              "stderr": result.stderr.strip()[:200]})
+    try:
+        result = scene.host.run(argv, cwd=cwd, timeout=timeout, input_text=payload)
+    except HostError as exc:  # a timeout: claude would have killed the hook too
+        out.add(name, False, {"error": str(exc), "timeout_s": timeout})
+    else:
+        ms = round((time.monotonic() - started) * 1000, 1)
+        out.numbers["hook_ms"] = ms
+        out.add(name, result.ok, {"rc": result.rc, "ms": ms, "timeout_s": timeout,
+                                  "stdout": result.stdout.strip()[:200],
+                                  "stderr": result.stderr.strip()[:200]})
     after = _store_snapshot(config)
     changed = sorted(k for k in after if before.get(k) != after[k])
     out.add("hook schedules nothing", not changed,

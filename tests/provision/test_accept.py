@@ -160,3 +160,18 @@ def test_table_output_names_each_failed_line_with_what_to_do(tmp_path: Path) -> 
     assert "FAIL  readonly  workdir matches project dir" in text
     assert "what to do: the wrong-project-dir incident" in text
     assert text.endswith("box : pass=1 fail=1 skip=0")
+
+
+def test_a_hook_that_outlives_its_timeout_fails_and_is_reported(installed: Deployment) -> None:
+    doc = json.loads(installed.settings.read_text())
+    ours = next(h for g in doc["hooks"]["Stop"] for h in g["hooks"]
+                if "tl-rebuild" in h["command"])
+    ours["command"] = "sleep 30; " + ours["command"]
+    ours["timeout"] = 1
+    installed.settings.write_text(json.dumps(doc))
+    report = accept(installed)
+    line = next(x for x in report.lines if x.name == "hook exits 0 on a synthetic Stop")
+    assert line.status == FAIL
+    assert line.evidence["timeout_s"] == 1 and "timed out" in line.evidence["error"]
+    assert status(report)["hook schedules nothing"] == PASS
+    assert "hook_ms" not in report.numbers
