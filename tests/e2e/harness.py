@@ -216,14 +216,6 @@ def register_channel(machine: Machine, name: str = CHANNEL_NAME) -> None:
         "--replies", str(machine.replies_path), "--log", str(machine.channel_log)])
 
 
-def add_stop_hook(machine: Machine, command: str, timeout: int = 30) -> None:
-    """Append a command hook to ``hooks.Stop`` of settings.json (before claude starts)."""
-    settings = json.loads(machine.settings_path.read_text())
-    stop = settings.setdefault("hooks", {}).setdefault("Stop", [])
-    stop.append({"hooks": [{"type": "command", "command": command, "timeout": timeout}]})
-    machine.settings_path.write_text(json.dumps(settings, indent=2))
-
-
 def register_mcp(machine: Machine, name: str, argv: Sequence[str]) -> None:
     """``claude mcp add --transport stdio --scope user NAME -- ARGV`` through the real CLI."""
     done = machine.run_claude(["mcp", "add", "--transport", "stdio", "--scope", "user", name,
@@ -231,6 +223,46 @@ def register_mcp(machine: Machine, name: str, argv: Sequence[str]) -> None:
     if done.returncode != 0:
         raise RuntimeError(f"claude mcp add {name} failed rc={done.returncode}: "
                            f"{(done.stderr or done.stdout).strip()}")
+
+
+def install_threadline(machine: Machine, pane: ClaudePane, root: Path,
+                       rebuild: dict[str, Any] | None = None) -> Path:
+    """Install the product the operator's way: a host profile and a real ``tl-provision apply``.
+
+    apply introspects the live pane (run claude with its launch argv first), merges the Stop
+    hook into settings.json, registers ``tl-rebuild mcp`` through the real CLI and renders the
+    config. Returns the config path. Restart claude afterwards: hooks are read at start.
+    """
+    import pwd
+
+    import yaml
+
+    from provision import engine
+    from provision.cli import apply_tasks
+    from provision.host import LocalHost
+    from provision.profile import load_profile
+    from provision.result import Context
+
+    profile: dict[str, Any] = {
+        "host": "e2e-box", "connection": "local",
+        "claude": {"user": pwd.getpwuid(os.getuid()).pw_name, "home": str(machine.home),
+                   "binary": str(machine.claude)},
+        "door": {"kind": "tmux", "tmux": {"target": pane.target,
+                                          "socket_name": pane.tmux.socket_name}},
+        "install": {"config_path": str(root / "etc" / "config.toml"),
+                    "state_dir": str(root / "state")},
+    }
+    if rebuild:
+        profile["rebuild"] = rebuild
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "host.yml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    loaded = load_profile(path)
+    report = engine.run(apply_tasks(), LocalHost(loaded.host), Context(loaded))
+    failed = [(r.task, r.message) for r in report.results if r.status == "failed"]
+    if report.exit_code != 0:
+        raise RuntimeError(f"tl-provision apply failed: {failed}")
+    return root / "etc" / "config.toml"
 
 
 def prepare_machine(root: Path, claude: Path, api_url: str, *, channel: bool = True,

@@ -29,8 +29,7 @@ from tests.e2e.harness import (
     CHANNEL_NAME,
     ClaudePane,
     Machine,
-    add_stop_hook,
-    register_mcp,
+    install_threadline,
 )
 from tests.e2e.oracle import independent_utterances, normalized, read_jsonl
 from tests.fixtures.tmux import wait_for
@@ -38,39 +37,12 @@ from tests.fixtures.tmux import wait_for
 pytestmark = [pytest.mark.real_claude, pytest.mark.real_tmux]
 
 TL_REBUILD = Path(sys.executable).with_name("tl-rebuild")
-HEALTH_WINDOW = 3.0
+TL_PROVISION = Path(sys.executable).with_name("tl-provision")
 REPLY_TOOL_PATTERN = f"^mcp__{CHANNEL_NAME}__reply$"
 REPLY_TEXT = "reply through the channel"
 PHASES = ("created", "scheduled", "worker_started", "stable", "frozen", "identity", "built",
           "verified", "switched", "health", "activated")
 TERMINAL = ("activated", "failed", "cancelled", "rolled_back", "session_conflict")
-
-
-def write_config(machine: Machine, pane: ClaudePane, root: Path,
-                 resume_flags: tuple[str, ...] = CHANNEL_FLAGS) -> Path:
-    """The runtime config a provisioned tmux host would have (hand-written here)."""
-    claude = str(machine.claude)
-    config = root / "threadline.toml"
-    config.write_text("\n".join([
-        f"project_dir = {json.dumps(str(machine.project_dir))}",
-        f"workdir = {json.dumps(str(machine.workdir))}",
-        f"state_dir = {json.dumps(str(root / 'state'))}",
-        "[rebuild]",
-        f"reply_tool_pattern = {json.dumps(REPLY_TOOL_PATTERN)}",
-        "[switch]",
-        'door = "tmux"',
-        f"resume_argv = {json.dumps([claude, '--resume', '{session_id}', *resume_flags])}",
-        f"launch_argv = {json.dumps([claude, '--continue', *CHANNEL_FLAGS])}",
-        f"channel_flags = {json.dumps(list(CHANNEL_FLAGS))}",
-        f"expected_channel_servers = {json.dumps([CHANNEL_NAME])}",
-        f"healthcheck_seconds = {HEALTH_WINDOW}",
-        "stable_seconds = 0.3",
-        "stable_timeout_seconds = 30.0",
-        "[switch.tmux]",
-        f"target = {json.dumps(pane.target)}",
-        f"socket_name = {json.dumps(pane.tmux.socket_name)}",
-    ]) + "\n")
-    return config
 
 
 def tl(config: Path, *args: str) -> Any:
@@ -133,15 +105,14 @@ def converse(pane: ClaudePane, fake_api: FakeApi, machine: Machine, tool_marker:
 
 
 def provision_and_launch(pane: ClaudePane, fake_api: FakeApi, machine: Machine, root: Path,
-                         resume_flags: tuple[str, ...] = CHANNEL_FLAGS) -> tuple[Path, str]:
-    """Config, MCP server and Stop hook in place; claude running its launch argv in the pane.
+                         deaf: bool = False) -> tuple[Path, str]:
+    """claude running its launch argv in the pane, threadline installed by a real apply.
 
-    The first start has nothing to ``--continue``; the pane is then restarted with the real
-    launch argv (``--continue`` + channel flags). Returns the config path and the session id.
+    The first start has nothing to ``--continue``; the pane then runs the real launch argv
+    (``--continue`` + channel flags), apply introspects it, and claude is restarted so it loads
+    the Stop hook and the MCP server. ``deaf``: the rendered resume argv is hand-edited to lose
+    the channel flags. Returns the config path and the session id.
     """
-    config = write_config(machine, pane, root, resume_flags)
-    register_mcp(machine, "threadline", [str(TL_REBUILD), "mcp", "--config", str(config)])
-    add_stop_hook(machine, f"{TL_REBUILD} hook-stop --config {config}")
     fake_api.add_cue(Cue("PLEASE-REBUILD", "mcp__threadline__thread_rebuild_request",
                          {"reason": "tool noise", "confirmation": "REBUILD"},
                          after_text="rebuild registered; it happens after this turn"))
@@ -152,6 +123,14 @@ def provision_and_launch(pane: ClaudePane, fake_api: FakeApi, machine: Machine, 
     pane.start(pane.launch_argv())
     pane.type_prompt("the first words")
     pane.wait_said("echo[")
+    pane.respawn(pane.launch_argv(continue_=True))
+    config = install_threadline(machine, pane, root / "install",
+                                rebuild={"reply_tool_pattern": REPLY_TOOL_PATTERN})
+    if deaf:
+        flags = ", " + ", ".join(json.dumps(f) for f in CHANNEL_FLAGS) + "]"
+        lines = [line.replace(flags, "]") if line.startswith("resume_argv") else line
+                 for line in config.read_text().splitlines()]
+        config.write_text("\n".join(lines) + "\n")
     session = pane.respawn(pane.launch_argv(continue_=True))
     return config, session  # from here on only the product respawns (and confirms the warning)
 
@@ -208,13 +187,13 @@ def test_full_rebuild_through_the_tmux_door_carries_everything_and_keeps_the_cha
     switched = (at["switched"] - at["scheduled"]).total_seconds()
     activated = (at["activated"] - at["scheduled"]).total_seconds()
     print(f"\nswitch latency: Stop->switched {switched:.2f}s, Stop->activated {activated:.2f}s "
-          f"(includes the {HEALTH_WINDOW}s health window)")
+          "(includes the health window, healthcheck_seconds)")
 
 
 def test_resume_argv_without_the_channel_flag_is_refused_and_the_old_session_resumed(
         pane: ClaudePane, fake_api: FakeApi, machine: Machine, tmp_path: Path) -> None:
     config, old_session = provision_and_launch(pane, fake_api, machine, tmp_path,
-                                               resume_flags=())  # hand-edited: deaf
+                                               deaf=True)
     machine.push_channel("channel before the rebuild")
     fake_api.wait_for_text("channel before the rebuild")
     pane.wait_said("echo[")
@@ -229,6 +208,12 @@ def test_resume_argv_without_the_channel_flag_is_refused_and_the_old_session_res
     health = next(e for e in op["events"] if e["phase"] == "health")
     assert health["ok"] is False
     assert health["channel_servers"][CHANNEL_NAME]  # the server was spawned: deaf, not absent
+    drift = subprocess.run([str(TL_PROVISION), "drift", str(config.parents[1] / "host.yml"),
+                            "--json"], env=machine.env, capture_output=True, text=True,
+                           timeout=120)
+    assert drift.returncode == 1, drift.stdout + drift.stderr
+    stale = {f["check"]: f for f in json.loads(drift.stdout)["findings"]}["resume argv stale"]
+    assert CHANNEL_FLAGS[0] in stale["before"] and CHANNEL_FLAGS[0] not in stale["after"]
     wait_for(lambda: (pane.session_record() or {}).get("sessionId") == old_session,
              timeout=60, what="the pane to run the old session again")
     pane.pids.add(pane.pane_pid())
