@@ -68,7 +68,7 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
                     out.add(name, False, "not reached: an earlier drill line failed")
     finally:
         if scratch is not None:
-            _cleanup(scene, scratch, out)
+            cleanup(scene, scratch, out)
         out.numbers["drill_seconds"] = round(time.monotonic() - started, 2)
 
 
@@ -172,7 +172,9 @@ def _type_of(line: bytes) -> str:
     return str(event.get("type")) if isinstance(event, dict) else "unparsable"
 
 
-def _cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
+def cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
+    """Kill the scratch tmux server, wait 10 s for its processes, kill what is left (listed);
+    remove the scratch folder unless a drill line failed."""
     host = scene.host
     scratch.kill_server(host)
     deadline = time.monotonic() + 10.0

@@ -105,7 +105,8 @@ def _mcp_tools(scene: Scene, out: Checklist) -> None:
 
     ctx = Context(scene.profile, check=True)
     workdir = str(scene.config.workdir) if scene.config and scene.config.workdir else None
-    ctx.launch = SimpleNamespace(workdir=workdir)  # type: ignore[assignment] - duck-typed
+    # McpServer reads only the launch's workdir (tasks/mcp.py: workdir_of, via getattr)
+    ctx.launch = SimpleNamespace(workdir=workdir)  # type: ignore[assignment]
     ctx.facts[McpServer.name] = McpServer().facts(scene.host, ctx)
     facts = McpTools().facts(scene.host, ctx)
     missing = sorted(set(EXPECTED_TOOLS) - set(facts.tools))

@@ -17,7 +17,7 @@ import pytest
 
 from provision.accept import FAIL, PASS, Checklist
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
-from tests.fixtures.tmux import TmuxServer
+from tests.fixtures.tmux import TmuxServer, wait_for
 from tests.provision.conftest import Deployment
 from tests.provision.test_accept import accept, evidence, installed  # noqa: F401 - fixture
 from tests.provision.test_apply_tmux import ready  # noqa: F401 - fixture
@@ -113,3 +113,31 @@ def test_drill_with_a_deaf_resume_argv_is_not_activated(installed: Deployment) -
     kept = Path(evidence(report, "drill scratch ready")["root"])
     assert kept.is_dir()  # kept for the post-mortem when a drill line failed
     assert scratch_processes(kept) == []
+
+
+def test_cleanup_kills_and_lists_a_process_left_behind_in_the_scratch(
+        installed: Deployment) -> None:  # noqa: F811
+    import subprocess
+
+    from provision.accept import Checklist, load_scene
+    from provision.accept.drill import cleanup
+    from provision.accept.scratch import prepare_scratch
+    from provision.host import LocalHost
+    from provision.profile import load_profile
+
+    profile = load_profile(installed.profile_path)
+    out = Checklist(profile.host, stage="drill")
+    scene = load_scene(profile, LocalHost(profile.host), out)
+    scratch = prepare_scratch(scene, "orphantest")
+    stray = subprocess.Popen(["sleep", "300"], cwd=scratch.work, start_new_session=True)
+    try:
+        cleanup(scene, scratch, out)
+        wait_for(lambda: stray.poll() is not None, timeout=10, what="the stray to be killed")
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+    assert stray.returncode == -9
+    line = next(x for x in out.lines if x.name == "drill no orphans")
+    assert line.status == PASS
+    assert [p["pid"] for p in line.evidence["killed_after_grace"]] == [stray.pid]
+    assert not Path(scratch.root).exists()  # no drill line failed: the scratch is removed
