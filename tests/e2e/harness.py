@@ -1,22 +1,29 @@
 """A user's machine in a temp folder, with the real Claude Code CLI running in a private tmux.
 
-``prepare_machine`` builds it the way a user's machine looks after onboarding — and only that; the
-product (``tl-provision apply``) adds its own pieces on top:
+``prepare_machine`` builds it the way a user's machine looks after onboarding — and only that;
+``install_threadline`` then adds the product the operator's way (host profile + a real
+``tl-provision apply``). The fixture state, all of it test-only and never in the product:
 
-- ``$HOME/.claude.json`` seeded with the state the CLI needs to start without dialogs (see
-  ``onboarding_state``): onboarding done, the dummy API key approved, the workdir trusted, and the
-  ``tengu_harbor`` feature flag cached so development channels load offline (with the env
-  ``CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF=1``). This is test-fixture state, never product;
-- ``$HOME/.claude/settings.json`` with permission rules for the tools the fake model calls, and a
-  recording Stop hook (appends each Stop payload as one JSON line to ``hook.jsonl``);
+- ``$HOME/.claude.json`` (``onboarding_state``): onboarding done, the dummy API key approved,
+  the workdir trusted, the ``tengu_harbor`` flag cached so development channels load offline
+  (with env ``CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF=1``), and the fullscreen-renderer
+  offer marked as seen (a claude killed while booting makes the next start ask);
+- ``$HOME/.claude/settings.json``: allow rules for the tools the fake model calls, default
+  permission mode with auto mode disabled (auto mode asks about classifier billing on a
+  non-Anthropic API), and a recording Stop hook (one JSON line per Stop in ``hook.jsonl``);
+- env: ``claude_env`` (temp HOME, dummy key, loopback fake API, no nonessential traffic) plus
+  ``CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1`` (else every start tries a git
+  clone) and a private ``TMPDIR``;
 - the test channel server (tests/e2e/channel_server.py) registered with the real
   ``claude mcp add --scope user chan -- python channel_server.py …``.
 
 ``ClaudePane`` starts interactive claude in a tmux server that the harness itself starts with the
 machine's environment (so ``respawn-pane`` by the product inherits the same environment), accepts
-the development-channels warning, types prompts, and finds the session id and transcript of the
-running process through ``$HOME/.claude/sessions/<pid>.json``. Everything is bounded by timeouts;
-every pid started is tracked and killed on ``close``.
+the development-channels warning on the starts it makes itself, types prompts (waiting until the
+pane shows them), and finds the session id of the running process through
+``$HOME/.claude/sessions/<pid>.json``. A start is ready when the input box shows, the session
+record names the expected session and the channel server under that claude listens. Everything is
+bounded by timeouts; every pid seen is tracked and killed on ``close``.
 """
 
 from __future__ import annotations
