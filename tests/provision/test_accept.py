@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -152,7 +151,7 @@ def test_without_a_manifest_the_checklist_fails_and_names_apply(ready: Deploymen
     assert "tl-provision apply" in first.hint
 
 
-def test_table_output_names_each_failed_line_with_what_to_do(tmp_path: Path) -> None:
+def test_table_output_names_each_failed_line_with_what_to_do() -> None:
     report = Checklist("box")
     report.add("workdir matches project dir", False, {"workdir": "/root"})
     report.add("transcripts > 0", True, {"count": 3})
