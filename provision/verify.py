@@ -4,7 +4,8 @@
 - the config's ``project_dir`` is the encoded workdir (runtime.paths.encode_project_dir) and
   that session store exists (a wrong one fails only after the old process is gone);
 - every channel flag of the live process is in the resume argv (the deaf process, SPEC §6);
-- every ``server:NAME`` development channel is a registered MCP server (``claude mcp get``).
+- every ``server:NAME`` development channel is a registered MCP server (read from the stored
+  MCP config; ``claude mcp get`` would start the server).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from provision.actions import Action, Task
-from provision.errors import HostError, VerifyError
+from provision.errors import FactError, HostError, VerifyError
 from provision.introspect import CHANNEL_OPTIONS, channel_flags
 from provision.tasks.files import project_dir
 
@@ -58,20 +59,23 @@ def dev_channel_servers(argv: tuple[str, ...]) -> list[str]:
 
 
 def mcp_registered(host: Host, ctx: Context, name: str, workdir: str) -> Check:
-    """``claude mcp get NAME`` run as the claude user with its HOME, in the workdir."""
-    profile = ctx.profile
-    claude = profile.claude.binary or host.which("claude")
-    if claude is None:
-        return Check(f"channel server:{name} registered", False, "claude CLI not found")
-    prefix = ["env"] + ([] if profile.claude.config_dir else ["-u", "CLAUDE_CONFIG_DIR"])
-    prefix += [f"{k}={v}" for k, v in profile.claude.env.items()]
+    """``name`` is stored as an MCP server in the user/local (``.claude.json``) or project
+    (``WORKDIR/.mcp.json``) config — read from the files, never with ``claude mcp get``, which
+    starts the server to probe it (a Telegram bridge would lose its updates: SPEC §6)."""
+    from provision.tasks.mcp import stored_servers
+
+    claude = ctx.profile.claude
+    claude_json = f"{(claude.config_dir or claude.home).rstrip('/')}/.claude.json"
+    mcp_json = f"{workdir.rstrip('/')}/.mcp.json"
+    label = f"channel server:{name} registered"
     try:
-        result = host.run([*prefix, claude, "mcp", "get", name], cwd=workdir, timeout=60)
-    except HostError as exc:
-        return Check(f"channel server:{name} registered", False, str(exc))
-    scope = next((line.strip() for line in result.stdout.splitlines()
-                  if line.strip().lower().startswith("scope")), f"rc={result.rc}")
-    return Check(f"channel server:{name} registered", result.ok, scope)
+        found = stored_servers(name, workdir, host.read_bytes(claude_json),
+                               host.read_bytes(mcp_json), claude_json, mcp_json)
+    except (HostError, FactError) as exc:
+        return Check(label, False, str(exc))
+    if not found:
+        return Check(label, False, f"not in {claude_json} (user/local) nor in {mcp_json}")
+    return Check(label, True, "scope: " + ", ".join(scope for scope, _ in found))
 
 
 def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:

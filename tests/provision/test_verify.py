@@ -17,8 +17,9 @@ CONFIGURED_WITHOUT_DEV_CHANNEL = """# /etc/systemd/system/claude.service
 WorkingDirectory=/srv/app
 ExecStart=/usr/local/bin/claude --continue --channels plugin:telegram@claude-plugins-official
 """
-MCP_GET = ["env", "-u", "CLAUDE_CONFIG_DIR", "HOME=/home/claude", CLAUDE, "mcp", "get",
-           "companion"]
+CLAUDE_JSON = "/home/claude/.claude.json"
+REGISTERED = (b'{"mcpServers": {"companion": {"type": "stdio", "command": "/opt/companion", '
+              b'"args": []}}}')
 
 
 def _host(cat: str) -> FakeHost:
@@ -60,16 +61,29 @@ def test_all_checks_pass_with_evidence_when_the_channel_server_is_registered() -
         "plugin:telegram@claude-plugins-official",
         "plugin:telegram@claude-plugins-official --dangerously-load-development-channels "
         "server:companion"))
-    host.add_command(MCP_GET, "companion:\n  Scope: User config\n  Status: ✓ Connected\n")
+    host.files[CLAUDE_JSON] = REGISTERED
     result = _verify(host)
     assert result.status is Status.OK, result.message
     assert result.message == "5 checks passed"
-    assert "pass: channel server:companion registered — Scope: User config" in result.notes
+    assert "pass: channel server:companion registered — scope: user" in result.notes
+
+
+def test_channel_registration_is_read_from_the_files_without_starting_the_server() -> None:
+    """``claude mcp get`` starts the server it probes (a Telegram bridge would lose updates)."""
+    host = _host(CONFIGURED_WITHOUT_DEV_CHANNEL.replace(
+        "plugin:telegram@claude-plugins-official",
+        "plugin:telegram@claude-plugins-official --dangerously-load-development-channels "
+        "server:companion"))
+    host.files["/srv/app/.mcp.json"] = REGISTERED
+    result = _verify(host)
+    assert result.status is Status.OK, result.message
+    assert "pass: channel server:companion registered — scope: project" in result.notes
+    assert not [argv for argv in host.ran if "mcp" in argv]
 
 
 def test_the_deaf_process_resume_without_a_live_channel_flag_fails() -> None:
     host = _host(CONFIGURED_WITHOUT_DEV_CHANNEL)
-    host.add_command(MCP_GET, "companion:\n  Scope: User config\n")
+    host.files[CLAUDE_JSON] = REGISTERED
     result = _verify(host, prefer="configured")
     assert result.status is Status.FAILED
     assert "every live channel flag in the resume argv (missing: " \
@@ -79,9 +93,10 @@ def test_the_deaf_process_resume_without_a_live_channel_flag_fails() -> None:
 def test_unregistered_dev_channel_server_and_missing_store_fail() -> None:
     host = _host(CONFIGURED_WITHOUT_DEV_CHANNEL)
     del host.dirs["/home/claude/.claude/projects/-srv-app"]
-    host.add_command(MCP_GET, "", rc=1, stderr='No MCP server found with name: "companion"')
+    host.files[CLAUDE_JSON] = b'{"mcpServers": {}}'
     result = _verify(host, prefer="live")
     assert result.status is Status.FAILED
-    assert "channel server:companion registered (rc=1)" in result.message
+    assert ("channel server:companion registered (not in /home/claude/.claude.json (user/local) "
+            "nor in /srv/app/.mcp.json)") in result.message
     assert "session store exists (project_dir = encoded workdir) " \
            "(/home/claude/.claude/projects/-srv-app)" in result.message
