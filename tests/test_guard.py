@@ -26,7 +26,7 @@ def test_the_model_api_points_at_loopback_only() -> None:
 
 
 def test_no_test_names_a_real_home_or_default_tmux_socket() -> None:
-    """No test source targets /root/.claude, the default tmux socket, or a system unit dir by hand."""
+    """No test source targets /root/.claude, the default tmux socket or a real unit by hand."""
     forbidden = [
         re.compile(r"/root/\.claude"),
         re.compile(r"/tmp/tmux-\d+/default"),
