@@ -42,3 +42,12 @@ def test_no_test_names_a_real_home_or_default_tmux_socket() -> None:
             if pattern.search(text):
                 offenders.append(f"{path.relative_to(REPO)}: {pattern.pattern}")
     assert offenders == []
+
+
+def test_the_real_users_claude_files_tmux_sockets_and_units_are_unchanged_so_far() -> None:
+    """The same comparison runs once more after the last test (tests/conftest.py)."""
+    from tests.conftest import REAL_WORLD_BEFORE, real_world_snapshot
+
+    assert any(key.endswith("settings.json") for key in REAL_WORLD_BEFORE)
+    assert "/etc/systemd/system" in REAL_WORLD_BEFORE
+    assert real_world_snapshot() == REAL_WORLD_BEFORE
