@@ -130,9 +130,29 @@ class Job:
             project_dir=self.config.project_dir, window=sw.healthcheck_seconds,
         )
 
-    def switch_to(self, session_id: str) -> None:
+    def old_resume_argv(self, session_id: str,
+                        old_argv: Sequence[str]) -> tuple[tuple[str, ...], str]:
+        """The argv that resumes the OLD session, and where it came from.
+
+        Built from the old process's real argv (``--continue``/``--resume X`` → ``--resume
+        session_id``, every channel flag kept), so a switch that failed because the configured
+        resume argv lost a flag does not resume the old session deaf too. Falls back to the
+        configured ``resume_argv`` when the old argv is unknown or cannot be rewritten
+        unambiguously (a shell, two session choices …). Source: ``old_process`` | ``configured``.
+        """
+        from runtime.resume import ResumeArgvError, resume_argv
+
+        if old_argv:
+            try:
+                return tuple(resume_argv(old_argv, session_id)), "old_process"
+            except ResumeArgvError as exc:
+                log(f"{self.id}: old argv unusable for the resume ({exc}); using resume_argv")
+        return self.resume_argv(session_id), "configured"
+
+    def switch_to(self, session_id: str, argv: Sequence[str] | None = None) -> None:
         assert self.config.workdir is not None
-        self.door.switch(session_id, self.resume_argv(session_id), self.config.workdir)
+        chosen = tuple(argv) if argv is not None else self.resume_argv(session_id)
+        self.door.switch(session_id, chosen, self.config.workdir)
 
 
 

@@ -3,7 +3,10 @@
 Phases, each a timeline line: worker_started → stable → frozen → identity → built → verifying →
 verified → activating → rechecked → switched → health → activated. Before the switch any
 problem fails the operation and removes the unused candidate; after it, an unhealthy new
-session makes the job resume the old one.
+session makes the job resume the old one, with the old process's own argv (its channel flags
+kept; the configured resume argv only when that argv is unknown). The final recheck under the
+lock checks the door identity first (``session_conflict``), then the source digest
+(``source_changed``), then that no other session became active.
 """
 
 from __future__ import annotations
@@ -225,10 +228,8 @@ class Rebuild(Job):
 
     def _recheck(self, source: Path, digest: str, identity: str,
                  others: dict[str, list[int]]) -> None:
-        live = sha256_file(source) if source.exists() else "missing"
-        if live != digest:
-            raise Abort("source_changed", f"transcript {str(source)!r} changed after the freeze",
-                        {"frozen": digest, "live": live})
+        # Identity first: a claude killed by a third party's respawn appends its exit lines
+        # (last-prompt, cost-state) to the source, which must not hide the real cause.
         try:
             current = self.door.identity()
         except IdentityConflictError as exc:
@@ -237,6 +238,10 @@ class Rebuild(Job):
             raise Abort("session_conflict",
                         f"{self.door.name} identity changed from {identity!r} to {current!r}",
                         {"before": identity, "now": current})
+        live = sha256_file(source) if source.exists() else "missing"
+        if live != digest:
+            raise Abort("source_changed", f"transcript {str(source)!r} changed after the freeze",
+                        {"frozen": digest, "live": live})
         assert self.candidate is not None
         written = self.op.fact("candidate_sha256")
         actual = sha256_file(self.candidate) if self.candidate.is_file() else "missing"
@@ -258,9 +263,10 @@ class Rebuild(Job):
     def _resume_old(self, identity: str, old_argv: Sequence[str], why: str) -> None:
         old_id = str(self.op.fact("old_session_id"))
         try:
-            self.switch_to(old_id)
-            self.note("resumed_old", {"session_id": old_id,
-                                      "argv": list(self.resume_argv(old_id))})
+            argv, argv_source = self.old_resume_argv(old_id, old_argv)
+            self.switch_to(old_id, argv)
+            self.note("resumed_old", {"session_id": old_id, "argv": list(argv),
+                                      "argv_source": argv_source})
             fault("resumed")
             check = health.check(self.door, self.expectation(
                 old_id, "", ident.channel_flags(old_argv)))
@@ -277,7 +283,8 @@ class Rebuild(Job):
             why += f"; the resumed old session is not healthy either: {check.reason}"
         self.move(State.ROLLED_BACK, "rolled_back", {"code": "unhealthy", "message": why},
                   failure={"code": "unhealthy", "message": why},
-                  facts={"identity_after_rollback": after, "resumed_healthy": check.ok})
+                  facts={"identity_after_rollback": after, "resumed_healthy": check.ok,
+                         "resumed_argv_source": argv_source})
 
     def _abandon(self, abort: Abort) -> None:
         log(f"{self.id}: abandoned: {abort.code}: {abort.message}")

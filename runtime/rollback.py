@@ -1,4 +1,9 @@
-"""The rollback job (SPEC §4.5): rollback_scheduled → rolled_back | failed, CAS on identity."""
+"""The rollback job (SPEC §4.5): rollback_scheduled → rolled_back | failed, CAS on identity.
+
+The old session is resumed with the old process's recorded argv (``facts.old_argv``, session
+choice replaced by ``--resume OLD``), so it keeps every channel flag it had; the configured
+``resume_argv`` is the fallback when that argv is unknown or unusable.
+"""
 
 from __future__ import annotations
 
@@ -40,10 +45,13 @@ class Rollback(Job):
                                 f"recorded after activation {recorded!r}")
             return
         old_id = str(self.op.fact("old_session_id"))
-        self.switch_to(old_id)
-        self.note("switched", {"session_id": old_id, "argv": list(self.resume_argv(old_id))})
+        old_argv = self.op.fact("old_argv", [])
+        argv, argv_source = self.old_resume_argv(old_id, old_argv)
+        self.switch_to(old_id, argv)
+        self.note("switched", {"session_id": old_id, "argv": list(argv),
+                               "argv_source": argv_source})
         fault("rollback_switched")
-        flags = ident.channel_flags(self.op.fact("old_argv", []))
+        flags = ident.channel_flags(old_argv)
         report = health.check(self.door, self.expectation(old_id, current, flags))
         self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
         if not report.ok:
@@ -51,7 +59,7 @@ class Rollback(Job):
             return
         self.move(State.ROLLED_BACK, "rolled_back", {"identity": report.evidence.get("identity")},
                   facts={"identity_after_rollback": report.evidence.get("identity"),
-                         "rolled_back_at": now_iso()})
+                         "rolled_back_at": now_iso(), "resumed_argv_source": argv_source})
 
     def _finish_failed(self, code: str, message: str) -> None:
         log(f"{self.id}: rollback failed: {code}: {message}")

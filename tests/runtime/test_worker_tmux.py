@@ -104,10 +104,19 @@ def test_resume_argv_without_a_channel_flag_fails_health_and_resumes_the_old_ses
     assert world.wait_state(op_id) == "rolled_back"
     op = world.store.read(op_id)
     assert op.failure is not None and "missing channel flag" in op.failure["message"]
-    argv = cmdline(tmux_server.pane_pid(world.target))
-    assert argv is not None and world.old_session in argv
     health = [e for e in world.store.events(op_id) if e["phase"] == "health"][0]
     assert health["ok"] is False and health["missing_channel_flags"]
+    # The old session is resumed with the old process's own argv, not the deaf resume_argv.
+    argv = cmdline(tmux_server.pane_pid(world.target))
+    assert argv is not None and world.old_session in argv
+    assert all(flag in argv for flag in CHANNEL), argv
+    resumed = [e for e in world.store.events(op_id) if e["phase"] == "resumed_old"][0]
+    assert resumed["argv_source"] == "old_process"
+    assert all(flag in resumed["argv"] for flag in CHANNEL)
+    resumed_health = [e for e in world.store.events(op_id) if e["phase"] == "resumed_health"][0]
+    assert resumed_health["ok"] is True, resumed_health
+    assert op.fact("resumed_healthy") is True
+    assert op.fact("resumed_argv_source") == "old_process"
 
 
 def test_candidate_changed_after_verification_fails_before_the_switch(
@@ -224,10 +233,15 @@ def test_pane_replaced_by_a_third_party_is_a_session_conflict(
     world, op_id, gate, _ = paused_world(tmp_path, tmux_server)
     tmux_server.cmd("respawn-pane", "-k", "-t", world.target, "sleep 600")
     third = tmux_server.pane_pid(world.target)
+    # Like the real CLI, the killed claude appends its exit bookkeeping to the transcript:
+    # the changed identity, not the changed source, is the reason reported.
+    append_events(world.transcript, [{"type": "last-prompt", "lastPrompt": "x",
+                                      "sessionId": world.old_session}])
     gate.touch()
     assert world.wait_state(op_id) == "failed"
     op = world.store.read(op_id)
-    assert op.failure is not None and op.failure["code"] == "session_conflict"
+    assert op.failure is not None and op.failure["code"] == "session_conflict", op.failure
+    assert "identity changed" in op.failure["message"]
     assert tmux_server.pane_pid(world.target) == third
 
 
