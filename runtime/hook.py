@@ -8,8 +8,12 @@ operation timeline and the worker log.
 With a pending operation bound to this session it marks the operation ``scheduled`` and
 spawns a detached worker (``setsid``; inside a systemd service wrapped in ``systemd-run
 --scope -p KillMode=process``, or the operation fails with that reason). A Stop from another
-session is ignored with a timeline entry. ``--wait`` runs the worker in the foreground (for
-runner loops with the pointer door: the next call then sees the new pointer).
+session is ignored with a timeline entry. ``--wait`` runs the worker in the foreground.
+
+Pointer door: the runner's payload-less call (``< /dev/null``) between two ``claude -p`` calls
+runs the worker in the foreground (the next call then sees the new pointer); a Stop with
+Claude Code's payload (from inside ``claude -p``, which waits for this hook) never does — it
+records ``stop_deferred`` and returns at once (runtime.schedule).
 """
 
 from __future__ import annotations

@@ -3,9 +3,16 @@
 Called by the Stop hook only when an operation is active. Under the store lock it first
 reconciles an operation whose worker is gone, then ignores a Stop from a session other than
 the one the operation is bound to (timeline entry), else moves ``pending → scheduled`` or
-``rollback_pending → rollback_scheduled`` and starts the worker. With the pointer door the
-worker runs in the foreground (nothing is killed) and a payload-less Stop names the pointer's
-session.
+``rollback_pending → rollback_scheduled`` and starts the worker.
+
+Pointer door (SPEC §4.3: the trigger is the runner calling ``tl-rebuild hook-stop`` between
+calls): the runner's payload-less call runs the worker in the foreground (nothing is killed,
+so its next call already reads the new pointer) and the pointer names the session. A Stop
+carrying Claude Code's payload comes from inside a running ``claude -p``, which waits for the
+hook: running the worker there would deadlock (the worker waits for claude to finish, claude
+for the hook). That Stop only records a ``stop_deferred`` timeline line and returns; when no
+pointer exists yet (the runner started with its launch argv) it adopts the stopping session
+as the pointer, so the runner's call knows which session to switch.
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
     store = Store(config.state_dir)
     session_id = str(payload.get("session_id") or "")
     if config.switch.door == "pointer":
-        # A runner loop may call the hook with no payload: the pointer names the session.
-        # Nothing is killed by this door, so the worker runs in the foreground and the
-        # runner's next call already reads the new pointer.
+        if from_claude(payload):
+            _defer_to_runner(config, store, payload, session_id)
+            return None
+        # The runner's call between two claude calls, with no payload: the pointer names the
+        # session. Nothing is killed by this door, so the worker runs in the foreground and
+        # the runner's next call already reads the new pointer.
         wait = True
         session_id = session_id or _pointer_session(config)
     with store.lock():
@@ -64,6 +74,48 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
 
     run(config, op.operation_id)
     return op.operation_id
+
+
+def from_claude(payload: dict[str, Any]) -> bool:
+    """True when the hook input is Claude Code's own Stop payload (a claude is running)."""
+    return bool(payload.get("session_id") or payload.get("hook_event_name"))
+
+
+DEFERRED = "pointer door: the runner's hook-stop between calls switches"
+
+
+def _defer_to_runner(config: Config, store: Store, payload: dict[str, Any],
+                     session_id: str) -> None:
+    """Record that a Stop from inside ``claude -p`` leaves the switch to the runner's call."""
+    with store.lock():
+        op = store.active()
+        if op is not None:
+            op = reconcile_if_lost(config, store, op)
+        if op is None or op.state not in (State.PENDING, State.ROLLBACK_PENDING):
+            return
+        adopted = op.state == State.PENDING and _adopt_pointer(config, op, payload, session_id)
+        store.event(op.operation_id, "stop_deferred", state=op.state.value,
+                    session_id=session_id or None, pointer_adopted=adopted, reason=DEFERRED)
+
+
+def _adopt_pointer(config: Config, op: Operation, payload: dict[str, Any],
+                   session_id: str) -> bool:
+    """Write the stopping session into a missing pointer; True when written."""
+    from runtime.doors.pointer import PointerDoor, write_pointer
+
+    try:
+        door = PointerDoor.from_config(config)
+    except ThreadlineError:
+        return False
+    if door.path.exists():
+        return False  # whatever it names, the runner's call and the worker judge it
+    problem, transcript = _transcript(config, payload, session_id)
+    if problem or transcript is None:
+        return False
+    if op.bound_session_id and transcript.stem != op.bound_session_id:
+        return False  # a Stop from another session: the runner's call ignores it
+    write_pointer(door.path, transcript.stem)
+    return True
 
 
 def _pointer_session(config: Config) -> str:

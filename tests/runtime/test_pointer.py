@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
@@ -15,6 +14,7 @@ from runtime import ops
 from runtime.doors.pointer import PointerDoor, read_pointer, write_pointer
 from runtime.errors import IdentityConflictError
 from tests.fixtures.switch_world import STANDIN, TL_REBUILD, World, make_world
+from tests.fixtures.tmux import wait_for
 
 RUNNER = """#!/bin/sh
 # One iteration of a runner loop: resume the pointer's session, then run the Stop hook.
@@ -83,19 +83,84 @@ def test_pointer_writes_are_atomic_0600_and_empty_pointer_is_a_conflict(tmp_path
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+def runner_hook(world: World, extra_env: dict[str, str] | None = None
+                ) -> subprocess.Popen[str]:
+    """The runner's own ``tl-rebuild hook-stop < /dev/null`` between two claude calls."""
+    return subprocess.Popen([TL_REBUILD, "hook-stop", "--config", str(world.config_path)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **world.env, **(extra_env or {})})
+
+
 def test_pointer_naming_another_session_is_a_conflict(world: World) -> None:
     op_id = ops.request(world.config, "x", "REBUILD", session_id=world.old_session)[
         "operation_id"]
     other = world.project_dir / "someone-else.jsonl"
     other.write_text(world.transcript.read_text())
-    write_pointer(world.root / "pointer", "someone-else")
-    payload = {"session_id": world.old_session, "transcript_path": str(world.transcript)}
-    done = subprocess.run([TL_REBUILD, "hook-stop", "--config", str(world.config_path)],
-                          input=json.dumps(payload), capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0
+    gate = world.root / "gate"
+    hook = runner_hook(world, {"THREADLINE_WORKER_FAULT": f"pause:running:{gate}"})
+    wait_for(lambda: Path(f"{gate}.reached").exists(), what="the worker to start")
+    write_pointer(world.root / "pointer", "someone-else")  # a third party moved the pointer
+    gate.touch()
+    out, _ = hook.communicate(timeout=120)
+    assert hook.returncode == 0 and out.endswith("{}\n")
     op = world.store.read(op_id)
     assert op.state.value == "failed" and op.failure is not None
     assert op.failure["code"] == "session_conflict"
+    assert "someone-else" in op.failure["message"]
+    assert read_pointer(world.root / "pointer") == "someone-else"  # nothing switched
+
+
+def test_stop_from_inside_claude_p_defers_and_the_runner_call_without_payload_switches(
+        world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=world.old_session)[
+        "operation_id"]
+    inside = world.hook()  # Claude Code's Stop payload: claude -p waits for this hook
+    assert inside.returncode == 0 and inside.stdout == "{}\n", inside.stderr
+    op = world.store.read(op_id)
+    assert op.state.value == "pending" and op.worker is None
+    events = world.store.events(op_id)
+    deferred = [e for e in events if e["phase"] == "stop_deferred"]
+    assert len(deferred) == 1 and deferred[0]["session_id"] == world.old_session
+    assert deferred[0]["reason"] == (
+        "pointer door: the runner's hook-stop between calls switches")
+    assert deferred[0]["pointer_adopted"] is False  # the pointer already named the session
+    assert "worker_started" not in [e["phase"] for e in events]
+    assert read_pointer(world.root / "pointer") == world.old_session
+
+    runner = runner_hook(world)
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0 and out.endswith("{}\n"), err
+    op = world.store.read(op_id)
+    assert op.state.value == "activated", op.failure
+    assert read_pointer(world.root / "pointer") == op.fact("new_session_id")
+
+
+def test_stop_from_inside_claude_p_without_a_pointer_adopts_the_stopping_session(
+        world: World) -> None:
+    (world.root / "pointer").unlink()  # the runner started claude with its launch argv
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=world.old_session)[
+        "operation_id"]
+    assert world.hook().returncode == 0
+    op = world.store.read(op_id)
+    assert op.state.value == "pending"
+    deferred = [e for e in world.store.events(op_id) if e["phase"] == "stop_deferred"]
+    assert deferred[0]["pointer_adopted"] is True
+    assert read_pointer(world.root / "pointer") == world.old_session
+    runner = runner_hook(world)
+    runner.communicate(timeout=120)
+    assert world.store.read(op_id).state.value == "activated"
+
+
+def test_stop_from_another_session_inside_claude_p_adopts_nothing(world: World) -> None:
+    (world.root / "pointer").unlink()
+    other = world.project_dir / "someone-else.jsonl"
+    other.write_text(world.transcript.read_text())
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=world.old_session)[
+        "operation_id"]
+    assert world.hook(session_id="someone-else").returncode == 0
+    assert world.store.read(op_id).state.value == "pending"
+    assert not (world.root / "pointer").exists()
 
 
 def test_rollback_through_the_runner_points_back_at_the_old_session(world: World) -> None:
