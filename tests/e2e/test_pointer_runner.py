@@ -6,6 +6,11 @@ The model (the fake API) calls ``thread_rebuild_request`` through the real ``tl-
 registered with ``claude mcp add``; the hook between calls builds the candidate and points the
 pointer at it. The next call must run the new session, and its first request must carry every
 utterance said before — and none of the tool output.
+
+The second test installs the pointer door the operator's way (a real ``tl-provision apply`` of
+a pointer profile, which also puts the Stop hook into settings.json) and drives the rendered
+``tl-runner``: the Stop hook inside ``claude -p`` must only defer, and the runner's payload-less
+``hook-stop`` between calls switches.
 """
 
 from __future__ import annotations
@@ -127,3 +132,85 @@ def test_runner_next_call_resumes_the_rebuilt_session_with_every_utterance(
     assert tool_marker not in seen
     assert machine.transcript(old_session).read_bytes() == old_bytes
     assert last in machine.transcript(new_session).read_text()
+
+
+def install_pointer(machine: Machine, root: Path) -> tuple[Path, Path]:
+    """A runner script with one claude line, then a real apply of a pointer-door profile.
+
+    Returns the config path and the rendered ``tl-runner`` the loop calls instead of claude.
+    """
+    import os
+    import pwd
+
+    import yaml
+
+    from provision import engine
+    from provision.cli import apply_tasks
+    from provision.host import LocalHost
+    from provision.profile import load_profile
+    from provision.result import Context
+
+    root.mkdir(parents=True)
+    runner = root / "run-claude-loop.sh"
+    runner.write_text(f"#!/bin/sh\ncd {shlex.quote(str(machine.workdir))}\n"
+                      f"{shlex.quote(str(machine.claude))} -p --continue\n")
+    runner.chmod(0o700)
+    profile = {
+        "host": "e2e-runner", "connection": "local",
+        "claude": {"user": pwd.getpwuid(os.getuid()).pw_name, "home": str(machine.home),
+                   "binary": str(machine.claude), "workdir": str(machine.workdir)},
+        "door": {"kind": "pointer", "pointer": {"path": str(root / "state" / "pointer"),
+                                                "runner": str(runner)}},
+        "install": {"config_path": str(root / "etc" / "config.toml"),
+                    "state_dir": str(root / "state")},
+    }
+    path = root / "host.yml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    loaded = load_profile(path)
+    report = engine.run(apply_tasks(), LocalHost(loaded.host), Context(loaded))
+    assert report.exit_code == 0, [(r.task, r.message) for r in report.results
+                                   if r.status == "failed"]
+    return root / "etc" / "config.toml", root / "state" / "bin" / "tl-runner"
+
+
+def test_rendered_runner_from_a_real_apply_switches_on_the_stop_hook_of_claude_p(
+        tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> None:
+    machine = prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
+                              recording_hook=False)
+    fake_api.add_cue(Cue("PLEASE-REBUILD", "mcp__threadline__thread_rebuild_request",
+                         {"reason": "tool noise", "confirmation": "REBUILD"},
+                         after_text="rebuild registered; it happens after this turn"))
+    first = machine.run_claude(["-p", "the first words"], timeout=120)
+    assert first.returncode == 0, first.stderr
+    old_session = fake_api.wait_for_text("the first words").session_id
+    config, tl_runner = install_pointer(machine, tmp_path / "install")
+    assert tl_runner.exists()
+
+    def call(message: str) -> None:
+        done = subprocess.run([str(tl_runner), message], env=machine.env, capture_output=True,
+                              text=True, timeout=180, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0 and NO_CONVERSATION not in done.stderr, done.stderr
+        hook = subprocess.run([str(TL_REBUILD), "hook-stop", "--config", str(config)],
+                              env=machine.env, capture_output=True, text=True, timeout=180,
+                              stdin=subprocess.DEVNULL)  # what the runner must run after a call
+        assert hook.returncode == 0, hook.stderr
+
+    call("second words")
+    call("please PLEASE-REBUILD now")
+    status = tl(config, "status")
+
+    assert status["state"] == "activated", status
+    # The Stop hook apply put in settings.json ran inside claude -p and left the switch to
+    # the runner's hook-stop (running the worker there would wait for claude: a deadlock).
+    phases = [e["phase"] for e in status["events"]]
+    assert "stop_deferred" in phases and phases.index("stop_deferred") < phases.index(
+        "scheduled"), phases
+    assert status["bound_session_id"] == old_session
+    new_session = status["facts"]["new_session_id"]
+    start = fake_api.last_index
+    call("after the switch")
+    request = fake_api.wait_for_text("after the switch", after=start, timeout=30)
+    assert request.session_id == new_session
+    for text in ("the first words", "second words", "please PLEASE-REBUILD now",
+                 "rebuild registered; it happens after this turn"):
+        assert text in request.joined(), text
