@@ -111,14 +111,15 @@ def test_lists_the_seven_tools_with_read_only_hints_only_on_the_read_only_ones(
 
 def test_read_only_tools_answer_on_a_real_corpus_transcript(setup: Setup) -> None:
     transcript = str(setup.corpus / TRANSCRIPT)
+    resolved = str((setup.corpus / TRANSCRIPT).resolve())  # reports name the resolved file
 
     async def scenario(client: Client) -> None:
         plan = await call(client, "thread_rebuild_plan", transcript=transcript)
-        assert plan["transcript"] == transcript
+        assert plan["transcript"] == resolved
         assert plan["turns"]["source"] == plan["turns"]["selected"] == 7
         assert plan["blocked_reason"] is None
         dirty = await call(client, "thread_rebuild_dirty", transcript=transcript)
-        assert dirty["transcript"] == transcript and dirty["categories"]["tool_use"] > 0
+        assert dirty["transcript"] == resolved and dirty["categories"]["tool_use"] > 0
         doctor = await call(client, "thread_rebuild_doctor")
         assert doctor["checks"]["config"] == {"ok": True, "detail": str(setup.config)}
         assert doctor["checks"]["project_dir"]["ok"] is True
