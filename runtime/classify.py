@@ -49,14 +49,10 @@ class Classifier:
         if type(kind) is not str:
             kind = "(no type)"
         self.stats.types[kind] += 1
-        if self.sink is not None:  # ids and times matter only when building a candidate
+        if self.sink is not None:  # ids matter only when building a candidate
             uuid = event.get("uuid")
             if type(uuid) is str:
                 self.recent_uuids.append(uuid)
-            stamp = event.get("timestamp")
-            # a cheap shape test per event; the full check runs where a fallback is used
-            if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
-                self.last_timestamp = stamp
         if event.get("isSidechain") is True:
             self._ignore(kind, "sidechain", "sidechain", size)
         elif kind == "assistant":
@@ -73,6 +69,13 @@ class Classifier:
             self._ignore(kind, "system", "system", size)
         else:
             self.ledger.add_other(kind, size)
+        if self.sink is not None:
+            # recorded after this event is classified: its own (possibly impossible) time must
+            # not hide the nearest earlier one from its fallback; a cheap shape test per event,
+            # the full check runs where a fallback is used
+            stamp = event.get("timestamp")
+            if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
+                self.last_timestamp = stamp
 
     def finish(self) -> None:
         """End of file: nothing more to classify."""

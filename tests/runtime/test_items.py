@@ -87,6 +87,19 @@ def test_an_invalid_timestamp_is_replaced_by_the_nearest_earlier_valid_one(tmp_p
     assert built.stats()["timestamps_replaced"] == 2
 
 
+def test_an_impossible_date_of_the_right_shape_takes_the_latest_valid_earlier_time(
+    tmp_path: Path,
+) -> None:
+    t = Transcript()
+    t.user("before")
+    t.system("turn_duration")  # not speech, but its valid time is the nearest earlier one
+    nearest = orjson.loads(t.lines[-1])["timestamp"]
+    t.user("feb 30", timestamp="2026-02-30T10:00:00.000Z")
+    built = build(tmp_path, t)
+    assert built.items[-1]["timestamp"] == nearest
+    assert built.stats()["timestamps_replaced"] == 1
+
+
 def test_an_invalid_first_timestamp_takes_the_next_valid_one(tmp_path: Path) -> None:
     t = Transcript()
     t.user("no time yet", timestamp=None)
