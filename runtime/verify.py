@@ -120,11 +120,13 @@ def _check_item(
         event.get("uuid") == entry.item_id, "uuids", path, f"{where} uuid differs from manifest"
     )
     _require(event.get("parentUuid") == parent, "parent_chain", path, f"{where} breaks the chain")
+    # a user item must say isMeta: false (an absent flag is not the same claim)
+    meta = event.get("isMeta") if kind == "user" else event.get("isMeta", False)
     _require(
-        event.get("isSidechain") is False and event.get("isMeta", False) is False,
+        event.get("isSidechain") is False and meta is False,
         "flags",
         path,
-        f"{where} is marked sidechain or meta",
+        f"{where} is not marked isSidechain: false / isMeta: false",
     )
     _require(valid_timestamp(event.get("timestamp")), "timestamps", path, f"{where} timestamp")
     version = event.get("version")

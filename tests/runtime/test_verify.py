@@ -133,6 +133,28 @@ def test_a_non_timestamp_fails_the_timestamp_check(tmp_path: Path) -> None:
         verify_candidate(path, built)
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("isMeta", None), ("isMeta", True), ("isSidechain", None), ("isSidechain", True)],
+)
+def test_a_user_item_not_marked_meta_false_and_sidechain_false_fails_the_flags_check(
+    tmp_path: Path, key: str, value: bool | None
+) -> None:
+    built, path = written(tmp_path)
+
+    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        assert events[0]["type"] == "user"
+        if value is None:
+            del events[0][key]
+        else:
+            events[0][key] = value
+        return events
+
+    rewrite(path, edit)
+    with pytest.raises(VerificationError, match="check 'flags'.*item 1"):
+        verify_candidate(path, built)
+
+
 def test_a_world_readable_candidate_fails_the_mode_check(tmp_path: Path) -> None:
     built, path = written(tmp_path)
     os.chmod(path, 0o644)
