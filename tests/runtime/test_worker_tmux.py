@@ -300,8 +300,7 @@ def test_worker_waits_while_claude_is_busy_and_freezes_after_its_late_summary_li
     op_id = request(world)
     world.send("stop")
     assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
-    stable = [e for e in world.store.events(op_id) if e["phase"] == "stable"][0]
-    assert stable["waited_s"] >= 0.9
+    # no timed assertion: the late line being in the frozen copy proves the worker waited
     backup = Path(world.store.read(op_id).fact("backup")).read_text()
     assert backup.rstrip().splitlines()[-1].count("stop_hook_summary") == 1
 
