@@ -18,6 +18,7 @@ from runtime import health, proc
 from runtime import identity as ident
 from runtime.config import Config
 from runtime.doors.base import Door
+from runtime.paths import is_session_file
 from runtime.state import State
 from runtime.store import Operation, Store, now_iso
 
@@ -78,7 +79,7 @@ def other_sessions(project_dir: Path, exclude: set[str]) -> dict[str, list[int]]
     """``name → [size, mtime_ns]`` of top-level session files other than ``exclude``."""
     found: dict[str, list[int]] = {}
     for path in project_dir.glob("*.jsonl"):
-        if path.name in exclude or path.name.startswith("agent-"):
+        if path.name in exclude or not is_session_file(path):
             continue
         try:
             st = path.stat()

@@ -36,13 +36,9 @@ def read_pointer(path: str | os.PathLike[str]) -> str | None:
 
 def session_file(session_id: str, cwd: str, environ: dict[str, str] | None = None) -> Path:
     """Where Claude Code keeps session ``session_id`` of working directory ``cwd``."""
-    from runtime.paths import encode_project_dir
+    from runtime.paths import claude_config_dir, project_dir_for
 
-    env = os.environ if environ is None else environ
-    config_dir = env.get("CLAUDE_CONFIG_DIR") or os.path.join(
-        env.get("HOME") or os.path.expanduser("~"), ".claude"
-    )
-    return Path(config_dir) / "projects" / encode_project_dir(cwd) / f"{session_id}.jsonl"
+    return project_dir_for(cwd, claude_config_dir(environ)) / f"{session_id}.jsonl"
 
 
 def choose_argv(launch: Sequence[str], pointer: str, cwd: str,

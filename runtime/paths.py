@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
@@ -19,10 +20,13 @@ def encode_project_dir(cwd: str) -> str:
     return _NOT_ALNUM.sub("-", cwd)
 
 
-def claude_config_dir() -> Path:
-    """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    configured = os.environ.get("CLAUDE_CONFIG_DIR", "")
-    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+def claude_config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude``, read from ``environ`` (default: ours)."""
+    env = os.environ if environ is None else environ
+    configured = env.get("CLAUDE_CONFIG_DIR", "")
+    if configured:
+        return Path(configured).expanduser()
+    return Path(env.get("HOME") or os.path.expanduser("~")) / ".claude"
 
 
 def project_dir_for(cwd: str, config_dir: Path | None = None) -> Path:
