@@ -12,10 +12,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from runtime.errors import ProcError
 
@@ -78,28 +79,37 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in its dir, fsync, rename, fsync dir."""
-    target = Path(path)
-    directory = target.parent
+def _replace_atomically(target: Path, fill: Callable[[BinaryIO], object], mode: int,
+                        failure: str) -> None:
+    """Temp file beside ``target`` (``mode``), ``fill`` it, fsync, rename, fsync the dir.
+
+    Any OSError removes the temp file and becomes ``ProcError(f"{failure}: {strerror}")``.
+    """
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise ProcError(f"cannot write {str(target)!r}: {exc.strerror}") from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), mode)
-            handle.write(data)
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-        fsync_dir(directory)
+        fsync_dir(target.parent)
     except OSError as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        raise ProcError(f"cannot write {str(target)!r}: {exc.strerror}") from exc
+        raise ProcError(f"{failure}: {exc.strerror}") from exc
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in its dir, fsync, rename, fsync dir."""
+    target = Path(path)
+    _replace_atomically(target, lambda handle: handle.write(data), mode,
+                        f"cannot write {str(target)!r}")
 
 
 def ensure_dir(path: str | os.PathLike[str], mode: int = 0o700) -> Path:
@@ -131,26 +141,14 @@ def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str], mode: in
     """Copy ``src`` to ``dst`` atomically with ``mode``; return the SHA-256 of the bytes written."""
     target = Path(dst)
     digest = hashlib.sha256()
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise ProcError(f"cannot write {str(target)!r}: {exc.strerror}") from exc
-    try:
-        with open(src, "rb") as reader, os.fdopen(fd, "wb") as writer:
-            os.fchmod(writer.fileno(), mode)
+
+    def fill(writer: BinaryIO) -> None:
+        with open(src, "rb") as reader:
             while chunk := reader.read(1 << 20):
                 digest.update(chunk)
                 writer.write(chunk)
-            writer.flush()
-            os.fsync(writer.fileno())
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise ProcError(f"cannot copy {str(src)!r} to {str(target)!r}: {exc.strerror}") from exc
+
+    _replace_atomically(target, fill, mode, f"cannot copy {str(src)!r} to {str(target)!r}")
     return digest.hexdigest()
 
 

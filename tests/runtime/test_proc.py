@@ -1,0 +1,88 @@
+"""runtime.proc: the runtime's one door to the machine (commands and durable writes)."""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime import proc
+from runtime.errors import ProcError
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_atomic_write_replaces_the_file_with_mode_0600_and_leaves_no_temp_file(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "record.json"
+    target.write_bytes(b"old")
+    target.chmod(0o644)
+    proc.atomic_write(target, b"new")
+    assert target.read_bytes() == b"new" and mode(target) == 0o600
+    assert leftovers(tmp_path) == []
+
+
+def test_atomic_write_into_a_missing_folder_is_a_proc_error_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "absent" / "record.json"
+    with pytest.raises(ProcError, match=r"cannot write '.*absent/record\.json'"):
+        proc.atomic_write(target, b"x")
+
+
+def test_a_failed_rename_removes_the_temp_file_and_names_the_target(tmp_path: Path) -> None:
+    target = tmp_path / "in-the-way"
+    target.mkdir()
+    with pytest.raises(ProcError, match="in-the-way"):
+        proc.atomic_write(target, b"x")
+    assert target.is_dir() and leftovers(tmp_path) == []
+
+
+def test_copy_file_returns_the_digest_of_the_bytes_written_with_mode_0600(tmp_path: Path) -> None:
+    source = tmp_path / "source.jsonl"
+    data = b'{"type":"user"}\n' * 100_000  # more than one read chunk
+    source.write_bytes(data)
+    backup = tmp_path / "backup.jsonl"
+    assert proc.copy_file(source, backup) == hashlib.sha256(data).hexdigest()
+    assert backup.read_bytes() == data and mode(backup) == 0o600
+    assert leftovers(tmp_path) == []
+
+
+def test_copy_of_a_missing_source_names_both_paths_and_leaves_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ProcError, match=r"cannot copy '.*gone\.jsonl' to '.*copy\.jsonl'"):
+        proc.copy_file(tmp_path / "gone.jsonl", tmp_path / "copy.jsonl")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_append_line_adds_the_newline_once_and_creates_the_file_0600(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    proc.append_line(path, b'{"phase":"a"}')
+    proc.append_line(path, b'{"phase":"b"}\n')
+    assert path.read_bytes() == b'{"phase":"a"}\n{"phase":"b"}\n' and mode(path) == 0o600
+
+
+def test_ensure_dir_sets_0700_on_a_new_or_existing_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "a" / "b"
+    assert proc.ensure_dir(folder) == folder and mode(folder) == 0o700
+    folder.chmod(0o755)
+    proc.ensure_dir(folder)
+    assert mode(folder) == 0o700
+
+
+def test_run_names_a_missing_binary_and_a_failing_command(tmp_path: Path) -> None:
+    with pytest.raises(ProcError, match="command not found: '/nonexistent/tl-no-such-binary'"):
+        proc.run(["/nonexistent/tl-no-such-binary"])
+    failing = [sys.executable, "-c", "import sys; sys.exit('broken here')"]
+    assert proc.run(failing).rc == 1
+    with pytest.raises(ProcError, match=r"rc=1.*broken here"):
+        proc.run(failing, check=True, cwd=tmp_path)
