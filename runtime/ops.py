@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import identity as ident
-from runtime.config import Config
+from runtime.config import Config, RebuildConfig
 from runtime.errors import (
     BusyError,
     ConfigError,
@@ -176,7 +176,7 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> di
                 f"operation {later[-1].operation_id!r} activated after {operation_id!r}; "
                 "roll that one back first"
             )
-        turns = turns_since_switch(op)
+        turns = turns_since_switch(op, config.rebuild)
         op = store.transition(operation_id, State.ROLLBACK_PENDING, phase="rollback_pending",
                               expect_revision=op.revision, evidence={"turns_lost": turns},
                               facts={"rollback_requested_at": now_iso(),
@@ -191,36 +191,41 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> di
     }
 
 
-def turns_since_switch(op: Operation) -> int | None:
-    """Human utterances appended to the new session file after the switch (None: unknown)."""
+def turns_since_switch(op: Operation, rules: RebuildConfig | None = None) -> int | None:
+    """Turns a human started in the new session since the switch (None: unknown).
+
+    The lines after the carried items go through the rebuild's own speech allowlist, so
+    queued prompts, channel messages and slash commands count and injected-only or
+    tool-result lines do not — the same judgement that decides what a rebuild carries.
+    """
     path, carried = op.fact("candidate_path"), op.fact("candidate_lines")
     if not path or carried is None:
         return None
-    count = 0
+    from runtime.classify import Classifier
+    from runtime.dirty import Ledger
+    from runtime.speech import SpeechRules
+    from runtime.transcript import ReadStats
+    from runtime.turns import TurnBuilder
+
+    sink = TurnBuilder()
+    classifier = Classifier(SpeechRules.from_config(rules or RebuildConfig()), ReadStats(),
+                            Ledger(), sink)
+    classifier.snapshot_taken = True  # the new session's start-up context is not history
     try:
         with open(path, "rb") as handle:
             for number, line in enumerate(handle):
-                if number >= carried and _is_human_line(line):
-                    count += 1
+                if number < carried:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    classifier.event(event, len(line))
     except OSError:
         return None
-    return count
-
-
-def _is_human_line(line: bytes) -> bool:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return False
-    if not isinstance(event, dict) or event.get("type") != "user" or event.get("isSidechain"):
-        return False
-    content = (event.get("message") or {}).get("content")
-    if isinstance(content, str):
-        return bool(content.strip()) and (not event.get("isMeta") or "<channel" in content[:20])
-    if isinstance(content, list):
-        kinds = {b.get("type") for b in content if isinstance(b, dict)}
-        return "tool_result" not in kinds and "text" in kinds and not event.get("isMeta")
-    return False
+    classifier.finish()
+    return sum(1 for turn in sink.finish() if turn.humans)
 
 
 def doctor(config: Config) -> dict[str, Any]:

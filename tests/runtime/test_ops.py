@@ -170,3 +170,29 @@ def test_status_only_reads_and_shows_a_lost_worker_for_recover_to_settle(world: 
     status = ops.status(world.config)
     assert status["state"] == "scheduled" and status["worker_status"] == "gone"
     assert world.store.read(op_id).revision == before
+
+
+def test_turns_since_the_switch_are_judged_by_the_speech_allowlist(tmp_path: Path) -> None:
+    from types import MappingProxyType
+
+    from runtime.store import Operation
+    from tests.fixtures.transcripts import Transcript
+
+    t = Transcript()
+    t.user("carried question")
+    t.assistant("carried answer")
+    carried = len(t.lines)
+    t.queued("typed while claude was busy")  # a turn (an attachment, not a user line)
+    t.assistant("answer one")
+    t.channel("from the phone")  # a turn (isMeta, channel origin)
+    t.tool_round()  # tool_use + tool_result: not a turn
+    t.assistant("answer two")
+    t.queued("another busy prompt")  # a turn
+    t.assistant("answer three")
+    t.user("<system-reminder>injected only</system-reminder>")  # nothing human left
+    path = t.write(tmp_path / "new.jsonl")
+    op = Operation("op-1", State.ACTIVATED, 1, "", "", facts=MappingProxyType(
+        {"candidate_path": str(path), "candidate_lines": carried}))
+    assert ops.turns_since_switch(op) == 3
+    unknown = Operation("op-2", State.ACTIVATED, 1, "", "")
+    assert ops.turns_since_switch(unknown) is None
