@@ -21,7 +21,7 @@ from runtime.config import Config
 from runtime.doors.base import open_door
 from runtime.errors import IdentityConflictError, ThreadlineError
 from runtime.state import WORKER_STATES, State
-from runtime.store import Operation, Store
+from runtime.store import Operation, Store, now_iso
 
 SPAWN_GRACE_SECONDS = 15.0
 
@@ -74,7 +74,7 @@ def _kill(op: Operation) -> None:
 
 def reconcile(config: Config, store: Store, op: Operation, why: str) -> Operation:
     """Settle ``op`` (in a worker state) from what the door shows now."""
-    facts: dict[str, Any] = {"recovered_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    facts: dict[str, Any] = {"recovered_at": now_iso(),
                              "recovered_because": why}
     running, identity = _running_session(config, op)
     evidence = {"why": why, "interrupted_in": op.state.value, "identity": identity,

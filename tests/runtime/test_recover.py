@@ -4,6 +4,7 @@ in the state that matches what really runs."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,8 @@ def test_worker_killed_in_a_phase_is_recovered_to_the_matching_end(
         candidate = op.fact("candidate_path")
         assert candidate is None or not Path(candidate).exists()
     assert "recovered" in world.events(op_id)
+    # the same ISO-8601 form (with milliseconds) as every other time in the record
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", op.fact("recovered_at"))
 
 
 def test_worker_killed_after_resuming_the_old_session_is_recovered_as_rolled_back(
