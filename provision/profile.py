@@ -81,6 +81,7 @@ class Profile:
     mcp_name: str = "threadline"
     mcp_scope: str = "user"
     hook_timeout: int = 10
+    hook_enabled: bool = True
     channels_expected: tuple[str, ...] | None = None
     rebuild: MappingProxyType[str, Any] = field(
         default_factory=lambda: MappingProxyType({}))
@@ -163,6 +164,7 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
         mcp_name=data.get("mcp", {}).get("name", "threadline"),
         mcp_scope=data.get("mcp", {}).get("scope", "user"),
         hook_timeout=data.get("hook", {}).get("timeout", 10),
+        hook_enabled=data.get("hook", {}).get("enabled", True),
         channels_expected=tuple(expected) if expected is not None else None,
         rebuild=MappingProxyType(dict(data.get("rebuild", {}))),
         source=source,

@@ -12,7 +12,8 @@ The handler written (the marker is ``tl-rebuild hook-stop``)::
      "timeout": 10}
 
 ``StopHook(present=False)`` removes our handler (and nothing else): the way to disable the
-rebuild trigger while keeping the MCP server.
+rebuild trigger while keeping the MCP server. Without an explicit ``present`` the profile's
+``hook.enabled`` (default true) decides; ``StopHookPersists`` then checks presence or absence.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class SettingsFacts:
     warnings: tuple[str, ...] = ()
     new_owner: tuple[int, int] | None = None  # claude home's uid:gid, when the writer differs
     new_dir: str | None = None  # the claude dir, when the write will create it
+    present: bool = True  # whether our handler is wanted (profile hook.enabled)
 
     @property
     def wanted(self) -> dict[str, Any]:
@@ -91,11 +93,14 @@ class SettingsFacts:
 
 
 class StopHook(Task):
-    """Our Stop handler present (or, with ``present=False``, absent) in settings.json."""
+    """Our Stop handler present (or, with ``present=False``, absent) in settings.json.
+
+    ``present=None`` follows the profile's ``hook.enabled``.
+    """
 
     name = "StopHook"
 
-    def __init__(self, present: bool = True) -> None:
+    def __init__(self, present: bool | None = None) -> None:
         self.present = present
 
     def facts(self, host: Host, ctx: Context) -> SettingsFacts:
@@ -114,11 +119,12 @@ class StopHook(Task):
                 new_dir = profile.claude.claude_dir
         return SettingsFacts(path, raw, found.mode if found else None, tuple(entry.items()),
                              _warnings(raw, host.read_bytes(MANAGED_SETTINGS)),
-                             new_owner, new_dir)
+                             new_owner, new_dir,
+                             profile.hook_enabled if self.present is None else self.present)
 
     def _merge(self, facts: SettingsFacts) -> tuple[dict, dict, bool, str]:
         doc = parse_settings(facts.raw, facts.path)
-        if self.present:
+        if facts.present:
             new, changed, message = merge_stop_hook(doc, facts.wanted)
         else:
             new, changed, message = remove_stop_hook(doc)
@@ -129,12 +135,12 @@ class StopHook(Task):
         if not changed:
             return []
         content = dump_settings(new)
-        verb = "to" if self.present else "from"
+        verb = "to" if facts.present else "from"
         actions: list[Action] = [WriteFile(
             facts.path, content, before=facts.raw,
             mode=facts.mode if facts.mode is not None else NEW_FILE_MODE,
             summary=f"{message} {verb} {facts.path}",
-            validate=self._validator(facts.path),
+            validate=self._validator(facts.path, facts.present),
         )]
         if facts.new_owner is not None:
             uid, gid = facts.new_owner
@@ -143,9 +149,7 @@ class StopHook(Task):
                                       summary=f"chown {uid}:{gid} {' '.join(paths)}"))
         return actions
 
-    def _validator(self, path: str):
-        present = self.present
-
+    def _validator(self, path: str, present: bool):
         def validate(content: bytes) -> None:
             found = find_stop_hook(parse_settings(content, path))
             if (found is not None) != present:
@@ -154,13 +158,14 @@ class StopHook(Task):
         return validate
 
     def ok_message(self, facts: SettingsFacts, ctx: Context) -> str:
-        state = "already present in" if self.present else "not present in"
+        state = "already present in" if facts.present else \
+            "not present (hook.enabled: false) in"
         where = facts.path if facts.raw is not None else f"{facts.path} (no file)"
         return f"Stop hook {state} {where}"
 
     def details(self, facts: SettingsFacts, ctx: Context) -> list[str]:
         notes = list(facts.warnings)
-        if self.present and self._merge(facts)[2]:
+        if facts.present and self._merge(facts)[2]:
             notes.append("a running claude reads hooks at start: restart it (or review /hooks) "
                          "for a newly written hook to fire")
         return notes
@@ -173,7 +178,8 @@ class StopHook(Task):
 
 
 class StopHookPersists(Task):
-    """Verification: our Stop hook is still in settings.json, as wanted, after a pause.
+    """Verification: our Stop hook is still in settings.json, as wanted, after a pause (with
+    ``hook.enabled: false``: still absent).
 
     Running claude sessions rewrite settings.json from a stale copy and drop hooks
     (anthropics/claude-code#44631, #93742); a re-read right after the write cannot see that.
@@ -193,7 +199,11 @@ class StopHookPersists(Task):
             pending = StopHook()._merge(earlier)[2]
         except SettingsError:
             return "settings.json could not be merged (see StopHook)"
-        return "Stop hook not in settings.json in this run; nothing to re-read" if pending else None
+        if pending and earlier.present:
+            return "Stop hook not in settings.json in this run; nothing to re-read"
+        if pending:
+            return "Stop hook still in settings.json in this run; nothing to re-read"
+        return None
 
     def facts(self, host: Host, ctx: Context) -> SettingsFacts:
         self.sleep(self.pause)
@@ -202,6 +212,12 @@ class StopHookPersists(Task):
     def plan(self, facts: SettingsFacts, ctx: Context) -> list[Action]:
         found = find_stop_hook(parse_settings(facts.raw, facts.path))
         later = f"{self.pause:g}s after apply"
+        if not facts.present:
+            if found is not None:
+                raise SettingsError(f"Stop hook back in '{facts.path}' {later} although "
+                                    "hook.enabled is false: a running claude session probably "
+                                    "rewrote the file; stop it and re-run apply")
+            return []
         if found is None:
             raise SettingsError(f"Stop hook missing from '{facts.path}' {later}: a running claude "
                                 "session probably rewrote the file; stop it and re-run apply")
@@ -212,6 +228,9 @@ class StopHookPersists(Task):
         return []
 
     def ok_message(self, facts: SettingsFacts, ctx: Context) -> str:
+        if not facts.present:
+            return (f"Stop hook still absent from {facts.path} after {self.pause:g}s "
+                    "(hook.enabled: false)")
         return f"Stop hook still present in {facts.path} after {self.pause:g}s"
 
 

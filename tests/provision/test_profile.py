@@ -91,3 +91,14 @@ def test_missing_file_and_bad_yaml_name_the_path(tmp_path: Path) -> None:
 
 def test_non_mapping_document_is_an_error() -> None:
     assert profile_errors(["a"]) == ["(top level): ['a'] is not of type 'object'"]
+
+
+def test_hook_enabled_defaults_to_true_and_reads_false() -> None:
+    assert profile_from_mapping(VALID).hook_enabled is True
+    off = profile_from_mapping(_with(hook={"enabled": False, "timeout": 5}))
+    assert (off.hook_enabled, off.hook_timeout) == (False, 5)
+
+
+def test_hook_enabled_must_be_a_boolean_and_the_error_names_it() -> None:
+    with pytest.raises(ProfileError, match=r"hook\.enabled: 'no' is not of type 'boolean'"):
+        profile_from_mapping(_with(hook={"enabled": "no"}))
