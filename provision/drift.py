@@ -3,6 +3,11 @@
 Each finding says what drifted, before (manifest) → after (now). The headline check is
 **resume argv stale**: the resume argv recomputed from today's launch command differs from the
 one installed. Exit 0 clean, 1 drift; a missing manifest or invalid profile is an error (2).
+
+Besides the launch: the tmux pane dead, or its ``remain-on-exit`` / respawn hooks changed; the
+systemd unit's FragmentPath, drop-ins or Environment changed; our Stop hook missing (or, with
+``hook.enabled: false``, present); ``disableAllHooks: true`` in settings.json; the MCP server;
+managed files; the session store.
 """
 
 from __future__ import annotations
@@ -11,10 +16,16 @@ import hashlib
 import shlex
 from dataclasses import asdict, dataclass, replace
 
-from provision.errors import IntrospectError, McpRegistrationError, ProvisionError, SettingsError
+from provision.errors import (
+    HostError,
+    IntrospectError,
+    McpRegistrationError,
+    ProvisionError,
+    SettingsError,
+)
 from provision.host import Host
 from provision.introspect import Launch, introspect, same_argv
-from provision.manifest import Recorded, load_manifest
+from provision.manifest import Recorded, load_manifest, tmux_wiring, unit_topology
 from provision.profile import Profile
 from provision.result import Context
 from provision.resume import resume_argv
@@ -48,14 +59,17 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
         launch: Launch | None = introspect(host, configured)
     except IntrospectError as exc:
         launch = None
-        findings.append(Finding("launch command unreadable", _join(recorded.launch_argv),
-                                str(exc)))
+        findings.append(_pane_dead(host, profile)
+                        or Finding("launch command unreadable", _join(recorded.launch_argv),
+                                   str(exc)))
     if launch is not None:
         ctx.launch = launch
         findings.extend(_launch_findings(host, recorded, launch))
+        findings.extend(_unit_findings(recorded, launch))
         if launch.live is not None and not same_argv(launch.argv, launch.live.argv):
             findings.append(Finding("live argv differs from configured (restart pending)",
                                     _join(launch.argv), _join(launch.live.argv)))
+    findings.extend(_tmux_findings(host, profile, recorded))
     findings.extend(_task_findings(host, ctx, recorded))
     findings.extend(_file_findings(host, recorded))
     store = host.stat(recorded.session_store)
@@ -95,6 +109,67 @@ def _launch_findings(host: Host, recorded: Recorded, launch: Launch) -> list[Fin
     return found
 
 
+def _pane_dead(host: Host, profile: Profile) -> Finding | None:
+    """The tmux pane still exists but its process exited (``remain-on-exit`` kept it)."""
+    target = profile.door.tmux_target
+    if profile.door.kind != "tmux" or not target:
+        return None
+    sock = profile.door.tmux_socket_name
+    try:
+        shown = host.run([*(["tmux", "-L", sock] if sock else ["tmux"]), "display-message",
+                          "-p", "-t", target,
+                          "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"])
+    except HostError:
+        return None
+    dead, _, rest = shown.stdout.strip().partition("|")
+    if not shown.ok or dead != "1":
+        return None
+    status, _, signal = rest.partition("|")
+    how = f"exit status {status}" if status else f"signal {signal}" if signal else "unknown"
+    return Finding(f"tmux pane {target} dead (claude exited; nothing to switch)",
+                   "pane_dead=0", f"pane_dead=1 ({how})")
+
+
+def _tmux_findings(host: Host, profile: Profile, recorded: Recorded) -> list[Finding]:
+    if recorded.tmux is None:
+        return []
+    now = tmux_wiring(host, profile)
+    if now is None:
+        return []  # the pane is gone: the launch finding already says so
+    found = []
+    target = profile.door.tmux_target
+    if now.remain_on_exit != recorded.tmux.remain_on_exit:
+        found.append(Finding(f"tmux remain-on-exit changed for {target}",
+                             f"remain-on-exit {recorded.tmux.remain_on_exit}",
+                             f"remain-on-exit {now.remain_on_exit}"))
+    if now.respawn_hooks != recorded.tmux.respawn_hooks:
+        found.append(Finding(f"tmux respawn hooks changed for {target}",
+                             "; ".join(recorded.tmux.respawn_hooks) or "none",
+                             "; ".join(now.respawn_hooks) or "none"))
+    return found
+
+
+def _unit_findings(recorded: Recorded, launch: Launch) -> list[Finding]:
+    now = unit_topology(launch)
+    if recorded.unit is None or now is None:
+        return []
+    before = recorded.unit
+    found = []
+    if now.fragment != before.fragment:
+        found.append(Finding("unit FragmentPath changed", before.fragment or "none",
+                             now.fragment or "none"))
+    for path in sorted(set(now.drop_ins) - set(before.drop_ins)):
+        found.append(Finding("unit drop-in added", "absent", path))
+    for path in sorted(set(before.drop_ins) - set(now.drop_ins)):
+        found.append(Finding("unit drop-in removed", path, "absent"))
+    old, new = dict(before.environment), dict(now.environment)
+    for key in sorted(old.keys() | new.keys()):
+        if old.get(key) != new.get(key):
+            found.append(Finding(f"unit Environment {key} changed", old.get(key, "unset"),
+                                 new.get(key, "unset")))
+    return found
+
+
 def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:
     from provision.settings import find_stop_hook, parse_settings
     from provision.tasks.mcp import McpServer
@@ -108,8 +183,17 @@ def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding
             if StopHook().plan(hook_facts, ctx):
                 current = find_stop_hook(parse_settings(hook_facts.raw, path))
                 after = "absent" if current is None else str(current.get("command"))
-                found.append(Finding(f"Stop hook missing or altered in {path}",
-                                     recorded.hook_command, after))
+                if hook_facts.present:
+                    found.append(Finding(f"Stop hook missing or altered in {path}",
+                                         recorded.hook_command, after))
+                else:
+                    found.append(Finding(f"Stop hook present in {path} although hook.enabled "
+                                         "is false", "absent", after))
+            doc = parse_settings(hook_facts.raw, path)
+            if hook_facts.present and doc.get("disableAllHooks") is True:
+                found.append(Finding(f"disableAllHooks is true in {path} (our Stop hook never "
+                                     "fires)", "disableAllHooks unset or false",
+                                     "disableAllHooks: true"))
         except SettingsError as exc:
             found.append(Finding("settings.json invalid", path, str(exc)))
     if recorded.mcp is not None:

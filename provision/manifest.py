@@ -2,7 +2,9 @@
 
 It holds no timestamps or run ids, so an apply that changed nothing rewrites nothing: the
 launch argv (and where it came from), the resume argv, channel flags, the claude binary and its
-version, digests of the managed files, the Stop-hook entry and the MCP spec.
+version, digests of the managed files, the Stop-hook entry and the MCP spec; per door, the
+wiring ``drift`` re-checks: a tmux pane's ``remain-on-exit`` and respawn hooks, a systemd
+unit's FragmentPath, drop-ins (ours excluded) and Environment (values as digests only).
 """
 
 from __future__ import annotations
@@ -13,15 +15,86 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from provision.actions import Action, Task, WriteFile
-from provision.errors import ManifestError
+from provision.errors import HostError, ManifestError
 
 if TYPE_CHECKING:
     from provision.host import Host
+    from provision.introspect import Launch
     from provision.profile import Profile
     from provision.result import Context
 
 MANIFEST_VERSION = 1
 MANAGED_FILE_TASKS = ("RuntimeConfig", "LaunchDropIn", "RunnerWrapper")
+RESPAWN_HOOKS = ("pane-died", "pane-exited")
+
+
+@dataclass(frozen=True)
+class TmuxWiring:
+    """What keeps (or respawns) the claude pane: effective ``remain-on-exit`` for the pane and
+    the pane-died/pane-exited hooks set at global-window, window and pane scope."""
+
+    remain_on_exit: str
+    respawn_hooks: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"remain_on_exit": self.remain_on_exit, "respawn_hooks": list(self.respawn_hooks)}
+
+
+@dataclass(frozen=True)
+class UnitTopology:
+    """The unit's FragmentPath, its drop-ins (without ours) and Environment as value digests."""
+
+    fragment: str
+    drop_ins: tuple[str, ...]
+    environment: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fragment": self.fragment, "drop_ins": list(self.drop_ins),
+                "environment": dict(self.environment)}
+
+
+def _tmux_base(profile: Profile) -> list[str]:
+    sock = profile.door.tmux_socket_name
+    return ["tmux", "-L", sock] if sock else ["tmux"]
+
+
+def tmux_wiring(host: Host, profile: Profile) -> TmuxWiring | None:
+    """The pane's respawn wiring now; None when not a tmux door or tmux cannot be asked."""
+    target = profile.door.tmux_target
+    if profile.door.kind != "tmux" or not target:
+        return None
+    base = _tmux_base(profile)
+    scopes = (("global", ["-gw"]), ("window", ["-w", "-t", target]), ("pane", ["-p", "-t", target]))
+    try:
+        remain = host.run([*base, "display-message", "-p", "-t", target, "#{remain-on-exit}"])
+        if not remain.ok:
+            return None
+        hooks: list[str] = []
+        for scope, args in scopes:
+            shown = host.run([*base, "show-hooks", *args])
+            hooks.extend(f"{scope} {line.strip()}" for line in
+                         (shown.stdout.splitlines() if shown.ok else [])
+                         if line.startswith(RESPAWN_HOOKS) and " " in line.strip())
+    except HostError:
+        return None
+    return TmuxWiring(remain.stdout.strip(), tuple(hooks))
+
+
+def unit_topology(launch: Launch) -> UnitTopology | None:
+    """The systemd files the launch came from (fragment first, as ``systemctl cat`` lists them)
+    minus our own tl-launch drop-in; None for a launch not read from a unit."""
+    from provision.introspect import OWN_DROP_IN
+
+    if launch.door != "systemd" or not launch.unit_files:
+        return None
+    files = [f for f in launch.unit_files if not f.endswith("/" + OWN_DROP_IN)]
+    env = tuple(sorted((key, value_digest(value)) for key, value in launch.env))
+    return UnitTopology(files[0] if files else "", tuple(files[1:]), env)
+
+
+def value_digest(value: str) -> str:
+    """A short digest standing in for an environment value (secrets never enter the manifest)."""
+    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -39,9 +112,11 @@ class Recorded:
     hook_command: str | None
     mcp: str | None
     session_store: str
+    tmux: TmuxWiring | None = None
+    unit: UnitTopology | None = None
 
 
-def build_manifest(ctx: Context) -> dict[str, Any]:
+def build_manifest(ctx: Context, tmux: TmuxWiring | None = None) -> dict[str, Any]:
     """The manifest content for this run's facts (deterministic)."""
     from provision.tasks.files import project_dir
 
@@ -55,7 +130,13 @@ def build_manifest(ctx: Context) -> dict[str, Any]:
     hook = ctx.facts_of("StopHook")
     mcp = ctx.facts_of("McpServer")
     launch_facts = ctx.facts_of("LaunchCommand")
-    return {
+    wiring: dict[str, Any] = {}
+    if tmux is not None:
+        wiring["tmux"] = tmux.to_dict()
+    unit = unit_topology(launch)
+    if unit is not None:
+        wiring["unit"] = unit.to_dict()
+    manifest = {
         "version": MANIFEST_VERSION,
         "host": ctx.profile.host,
         "door": ctx.profile.door.kind,
@@ -73,6 +154,9 @@ def build_manifest(ctx: Context) -> dict[str, Any]:
         if mcp is not None else None,
         "session_store": project_dir(ctx.profile, launch.workdir),
     }
+    if wiring:  # absent for the pointer door, and in manifests written before it existed
+        manifest["wiring"] = wiring
+    return manifest
 
 
 def dump(manifest: dict[str, Any]) -> bytes:
@@ -87,12 +171,17 @@ def load_manifest(host: Host, profile: Profile) -> Recorded:
         raise ManifestError(f"no manifest at {path!r}; run 'tl-provision apply' first")
     try:
         data = json.loads(raw)
+        wiring = data.get("wiring") or {}
+        tmux, unit = wiring.get("tmux"), wiring.get("unit")
         return Recorded(
             tuple(data["launch"]["argv"]), data["launch"]["source"], tuple(data["resume_argv"]),
             data["launch"]["workdir"], tuple(data["channel_flags"]), data["claude"]["binary"],
             data["claude"]["version"], tuple(sorted(data["files"].items())),
             (data.get("hook") or {}).get("command"),
-            (data.get("mcp") or {}).get("spec"), data["session_store"])
+            (data.get("mcp") or {}).get("spec"), data["session_store"],
+            TmuxWiring(tmux["remain_on_exit"], tuple(tmux["respawn_hooks"])) if tmux else None,
+            UnitTopology(unit["fragment"], tuple(unit["drop_ins"]),
+                         tuple(sorted(unit["environment"].items()))) if unit else None)
     except (ValueError, KeyError, TypeError) as exc:
         raise ManifestError(f"manifest {path!r} is unreadable: {exc!r}") from exc
 
@@ -101,6 +190,7 @@ def load_manifest(host: Host, profile: Profile) -> Recorded:
 class ManifestFacts:
     path: str
     current: bytes | None
+    tmux: TmuxWiring | None = None
 
 
 class Manifest(Task):
@@ -115,10 +205,10 @@ class Manifest(Task):
 
     def facts(self, host: Host, ctx: Context) -> ManifestFacts:
         path = ctx.profile.install.manifest_path
-        return ManifestFacts(path, host.read_bytes(path))
+        return ManifestFacts(path, host.read_bytes(path), tmux_wiring(host, ctx.profile))
 
     def plan(self, facts: ManifestFacts, ctx: Context) -> list[Action]:
-        content = dump(build_manifest(ctx))
+        content = dump(build_manifest(ctx, facts.tmux))
         if content == facts.current:
             return []
         verb = "write" if facts.current is None else "update"
