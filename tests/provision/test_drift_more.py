@@ -246,3 +246,51 @@ def test_manifest_without_wiring_from_an_older_apply_still_checks_clean() -> Non
     host.files[path] = json.dumps(data).encode()
     assert _unit_drift(host, FRAGMENT + DROP_IN + LIMITS) == []
 
+
+
+# --- StopHookPersists with hook.enabled: false (fake host) ---------------------------------
+
+SETTINGS = "/home/claude/.claude/settings.json"
+OURS = {"type": "command", "timeout": 10,
+        "command": "/opt/tl/bin/tl-rebuild hook-stop --config /etc/tl/config.toml"}
+
+
+def _hook_host() -> tuple[FakeHost, Context]:
+    from provision.profile import profile_from_mapping
+
+    host = FakeHost(files={"/opt/tl/bin/tl-rebuild": b"#!/bin/sh\n"},
+                    executables={"/opt/tl/bin/tl-rebuild"}, dirs={"/home/claude": 0o750})
+    host.add_command(["id", "-u"], "0\n")
+    host.files[SETTINGS] = json.dumps({"model": "opus", "hooks": {"Stop": [
+        {"hooks": [OURS]}, {"matcher": "", "hooks": [{"type": "command", "command": "x"}]}]}},
+        indent=2).encode()
+    profile = profile_from_mapping({
+        "host": "h", "claude": {"user": "claude", "home": "/home/claude"}, "door": SYSTEMD,
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl",
+                    "prefix": "/opt/tl"}, "hook": {"enabled": False}})
+    return host, Context(profile)
+
+
+def test_hook_disabled_persistence_check_passes_while_our_hook_stays_absent() -> None:
+    from provision.tasks.settings import StopHook, StopHookPersists
+
+    host, ctx = _hook_host()
+    report = engine.run([StopHook(), StopHookPersists(sleep=lambda _: None)], host, ctx)
+    assert [r.status for r in report.results] == [Status.CHANGED, Status.OK]
+    assert report.results[0].message == f"1 Stop hook(s) removed from {SETTINGS}"
+    assert report.results[1].message.startswith(f"Stop hook still absent from {SETTINGS}")
+    left = json.loads(host.files[SETTINGS])
+    assert left == {"model": "opus", "hooks": {"Stop": [
+        {"matcher": "", "hooks": [{"type": "command", "command": "x"}]}]}}
+
+
+def test_hook_disabled_persistence_check_fails_when_the_hook_comes_back() -> None:
+    from provision.tasks.settings import StopHook, StopHookPersists
+
+    host, ctx = _hook_host()
+    with_hook = host.files[SETTINGS]
+    rewrite = StopHookPersists(sleep=lambda _: host.files.__setitem__(SETTINGS, with_hook))
+    report = engine.run([StopHook(), rewrite], host, ctx)
+    assert [r.status for r in report.results] == [Status.CHANGED, Status.FAILED]
+    assert "back in" in report.results[1].message
+    assert "although hook.enabled is false" in report.results[1].message
