@@ -51,3 +51,19 @@ def test_the_real_users_claude_files_tmux_sockets_and_units_are_unchanged_so_far
     assert any(key.endswith("settings.json") for key in REAL_WORLD_BEFORE)
     assert "/etc/systemd/system" in REAL_WORLD_BEFORE
     assert real_world_snapshot() == REAL_WORLD_BEFORE
+
+
+def test_a_switch_world_without_a_tmux_server_names_a_private_socket_nobody_serves(
+    tmp_path: Path,
+) -> None:
+    import pytest
+
+    from runtime.doors.base import open_door
+    from runtime.errors import IdentityConflictError
+    from tests.fixtures.switch_world import make_world
+
+    config = make_world(tmp_path).config
+    assert config.switch.tmux.socket_name  # never the default server
+    assert config.switch.tmux.target.startswith("tl-test-")
+    with pytest.raises(IdentityConflictError):
+        open_door(config).identity()
