@@ -87,7 +87,8 @@ class Operation:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Operation:
+    def from_dict(cls, data: Mapping[str, Any], where: str = "operation record") -> Operation:
+        """The operation in ``data``; a missing or bad field is a StoreError naming ``where``."""
         try:
             return cls(
                 operation_id=str(data["operation_id"]),
@@ -103,7 +104,7 @@ class Operation:
                 facts=MappingProxyType(dict(data.get("facts", {}))),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"malformed operation record: missing or bad field {exc}") from exc
+            raise StoreError(f"malformed {where}: missing or bad field {exc}") from exc
 
 
 def _plain(value: Any) -> Any:
@@ -169,7 +170,7 @@ class Store:
             raise StoreError(f"no operation {operation_id!r} in {str(self.root)!r}") from exc
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot read operation record {str(path)!r}: {exc}") from exc
-        return Operation.from_dict(data)
+        return Operation.from_dict(data, where=f"operation record {str(path)!r}")
 
     def ids(self) -> list[str]:
         """Every operation id, oldest first."""

@@ -125,3 +125,12 @@ def test_gc_delete_removes_record_timeline_and_artifacts(tmp_path: Path) -> None
     store.delete(op_id)
     assert store.ids() == [] and not (store.artifacts_dir / op_id).exists()
     assert not store.events_path(op_id).exists()
+
+
+def test_a_malformed_record_is_a_store_error_naming_its_file_and_the_field(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state").ensure()
+    path = store.record_path("op-broken")
+    path.write_text('{"operation_id": "op-broken", "state": "pending"}')
+    named = r"malformed operation record '.*op-broken\.json'.*revision"
+    with pytest.raises(StoreError, match=named):
+        store.read("op-broken")
