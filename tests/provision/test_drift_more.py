@@ -113,8 +113,9 @@ def test_dead_pane_is_drift_naming_pane_dead(applied: Deployment) -> None:  # no
     applied.tmux.cmd("set-option", "-p", "-t", applied.target, "remain-on-exit", "on")
     pid = applied.tmux.pane_pid(applied.target)
     os.killpg(os.getpgid(pid), signal.SIGKILL)
-    wait_for(lambda: applied.tmux.display(applied.target, "#{pane_dead}") == "1",
-             what="pane dead")
+    # tmux sets pane_dead on the pty's EOF and the signal only once it has reaped the child
+    wait_for(lambda: applied.tmux.display(applied.target, "#{pane_dead}|#{pane_dead_signal}")
+             == "1|9", what="pane dead, killed by signal 9")
     checks = {f.check: f for f in _drift(applied)}
     dead = checks[f"tmux pane {applied.target} dead (claude exited; nothing to switch)"]
     assert (dead.before, dead.after) == ("pane_dead=0", "pane_dead=1 (signal 9)")
