@@ -21,6 +21,7 @@ from typing import Any
 from runtime import health, proc
 from runtime import identity as ident
 from runtime.errors import IdentityConflictError, StoreError, ThreadlineError
+from runtime.items import sha256_text
 from runtime.job import (
     Abort,
     Job,
@@ -213,7 +214,18 @@ class Rebuild(Job):
                          "candidate_lines": line_count(self.candidate),
                          "stats": counts_only(result.stats())})
         self._build_result = result
+        self._keep_snapshot(result.startup_snapshot)
         return result, new_id
+
+    def _keep_snapshot(self, snapshot: str | None) -> None:
+        """Keep the frozen start-up injection in the artifacts (0600); record only its digest."""
+        if snapshot is None:
+            return
+        path = self.store.artifacts(self.id) / "startup_snapshot.txt"
+        proc.atomic_write(path, snapshot.encode("utf-8", "surrogatepass"), 0o600)
+        digest = sha256_text(snapshot)
+        self.note("snapshot_kept", {"path": str(path), "sha256": digest},
+                  facts={"startup_snapshot": str(path), "startup_snapshot_sha256": digest})
 
     def _verify(self, build: Any) -> None:
         from runtime.verify import verify_candidate

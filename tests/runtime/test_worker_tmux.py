@@ -65,6 +65,28 @@ def test_request_stop_worker_respawn_health_ends_activated(
     assert hook_runs and hook_runs[0]["rc"] == 0 and hook_runs[0]["stdout"].strip() == "{}"
 
 
+def test_the_startup_snapshot_is_kept_0600_in_the_artifacts_with_only_its_digest_recorded(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    block = ("<system-reminder>\nAs you answer the user's questions, you can use the following "
+             "context:\n# claudeMd\nContents of /srv/app/CLAUDE.md:\nBe brief.\n</system-reminder>")
+    events = [json.loads(line) for line in world.transcript.read_text("utf-8").splitlines()]
+    events[0]["message"]["content"] = block + "\n" + events[0]["message"]["content"]
+    world.transcript.write_text("".join(json.dumps(e) + "\n" for e in events), "utf-8")
+    world.start_pane(tmux_server)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    op = world.store.read(op_id)
+    kept = Path(op.fact("startup_snapshot"))
+    assert kept.parent == world.store.artifacts(op_id)
+    assert kept.read_text("utf-8") == block and stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert op.fact("startup_snapshot_sha256") == hashlib.sha256(block.encode()).hexdigest()
+    assert "claudeMd" not in world.store.record_path(op_id).read_text("utf-8")
+    assert "claudeMd" not in world.store.events_path(op_id).read_text("utf-8")
+
+
 def test_worker_survives_the_respawn_of_the_pane_it_was_started_from(
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
