@@ -123,7 +123,8 @@ class Rebuild(Job):
                 continue
             on_disk = sha256_file(backup)
             if on_disk != copied:
-                raise Abort("freeze_failed", f"backup digest {on_disk} ≠ copied {copied}")
+                raise Abort("freeze_failed", f"backup {str(backup)!r} digest {on_disk} ≠ copied "
+                            f"{copied}")
             self.note("frozen", {"backup": str(backup), "sha256": copied, "size": size,
                                  "other_sessions": len(others)},
                       facts={"source_sha256": copied, "source_size": size,
