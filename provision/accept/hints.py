@@ -44,6 +44,10 @@ HINTS = {
                                   "('claude mcp add … NAME'), then re-run accept",
     "hook still present after a pause": "a running claude rewrote settings.json: stop other "
                                         "claude sessions of this user, re-apply, restart",
+    "hook absent (hook.enabled is false)": "re-run apply: with hook.enabled false it removes "
+                                           "our Stop hook; then restart claude",
+    "hook still absent after a pause": "a running claude wrote our hook back into settings.json: "
+                                       "stop it, re-apply, restart",
     "drill scratch ready": "read the evidence: the scratch copy or its tmux server could not "
                            "be prepared (disk space, tmux missing)",
     "drill old claude running": "the resume argv does not start in the scratch pane: run it by "

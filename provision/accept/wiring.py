@@ -23,10 +23,17 @@ def wiring_stage(scene: Scene, out: Checklist, pause: float = 2.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
     """Hook, MCP tools, resume ≡ launch, channel flags and servers, hook persistence."""
     out.stage = "wiring"
-    with out.guard("hook in settings.json"):
-        _hook_present(scene, out, "hook in settings.json")
-    with out.guard("hook exits 0 on a synthetic Stop"):
-        _hook_fires(scene, out)
+    enabled = scene.profile.hook_enabled
+    if enabled:
+        with out.guard("hook in settings.json"):
+            _hook_present(scene, out, "hook in settings.json")
+        with out.guard("hook exits 0 on a synthetic Stop"):
+            _hook_fires(scene, out)
+    else:
+        with out.guard("hook absent (hook.enabled is false)"):
+            _hook_absent(scene, out, "hook absent (hook.enabled is false)")
+        for name in ("hook exits 0 on a synthetic Stop", "hook schedules nothing"):
+            out.add(name, None, "hook.enabled is false: automatic rebuilds are off")
     with out.guard("MCP lists 7 tools"):
         _mcp_tools(scene, out)
     with out.guard("resume argv ≡ launch argv"):
@@ -34,8 +41,24 @@ def wiring_stage(scene: Scene, out: Checklist, pause: float = 2.0,
     with out.guard("channel flags kept"):
         _channels(scene, out)
     sleep(pause)
-    with out.guard("hook still present after a pause"):
-        _hook_present(scene, out, "hook still present after a pause", pause)
+    if enabled:
+        with out.guard("hook still present after a pause"):
+            _hook_present(scene, out, "hook still present after a pause", pause)
+    else:
+        with out.guard("hook still absent after a pause"):
+            _hook_absent(scene, out, "hook still absent after a pause", pause)
+
+
+def _hook_absent(scene: Scene, out: Checklist, name: str, pause: float | None = None) -> None:
+    """With ``hook.enabled: false`` our Stop hook must not be in settings.json."""
+    from provision.settings import find_stop_hook, parse_settings
+
+    path = scene.profile.claude.settings_path
+    entry = find_stop_hook(parse_settings(scene.host.read_bytes(path), path))
+    evidence: dict[str, Any] = {"path": path, "command": entry.get("command") if entry else None}
+    if pause is not None:
+        evidence["pause_s"] = pause
+    out.add(name, entry is None, evidence)
 
 
 def _hook_present(scene: Scene, out: Checklist, name: str, pause: float | None = None) -> None:

@@ -86,7 +86,6 @@ def test_drill_activates_a_scratch_copy_and_leaves_the_real_session_alone(
     flags = evidence(report, "drill channel flags on the new process")
     assert "--dangerously-load-development-channels server:companion" in flags["required"]
     assert "--channels plugin:telegram@claude-plugins-official" in flags["required"]
-    assert report.numbers["drill_seconds"] > 0
     # the real target, transcripts and store were never touched; the scratch is gone
     assert installed.tmux.pane_pid(installed.target) == real_pid
     assert {p: digest(p) for p in transcripts} == before
