@@ -44,30 +44,30 @@ def _config(args: argparse.Namespace) -> Any:
     return load_config(config_path_from(args.config))
 
 
-def run_plan(args: argparse.Namespace) -> int:
-    from runtime.report import pick_transcript, plan_report
+def _report(args: argparse.Namespace, build: Any, show: Any) -> int:
+    """Pick the transcript, build one read-only report, print it as JSON or with ``show``."""
+    from runtime.report import pick_transcript
 
     config = _config(args)
     source = pick_transcript(args.transcript, config)
-    report = plan_report(source, config, progress=_progress_for(str(source)))
+    report = build(source, config, progress=_progress_for(str(source)))
     if args.json:
         _emit_json(report)
     else:
-        _print_plan(report)
+        show(report)
     return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from runtime.report import plan_report
+
+    return _report(args, plan_report, _print_plan)
 
 
 def run_dirty(args: argparse.Namespace) -> int:
-    from runtime.report import dirty_report, pick_transcript
+    from runtime.report import dirty_report
 
-    config = _config(args)
-    source = pick_transcript(args.transcript, config)
-    report = dirty_report(source, config, progress=_progress_for(str(source)))
-    if args.json:
-        _emit_json(report)
-    else:
-        _print_rows(_dirty_rows(report))
-    return 0
+    return _report(args, dirty_report, lambda report: _print_rows(_dirty_rows(report)))
 
 
 def run_fork(args: argparse.Namespace) -> int:
