@@ -82,6 +82,7 @@ class Profile:
     mcp_scope: str = "user"
     hook_timeout: int = 10
     hook_enabled: bool = True
+    request_max_age_hours: float = 24.0
     channels_expected: tuple[str, ...] | None = None
     rebuild: MappingProxyType[str, Any] = field(
         default_factory=lambda: MappingProxyType({}))
@@ -165,6 +166,7 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
         mcp_scope=data.get("mcp", {}).get("scope", "user"),
         hook_timeout=data.get("hook", {}).get("timeout", 10),
         hook_enabled=data.get("hook", {}).get("enabled", True),
+        request_max_age_hours=data.get("hook", {}).get("request_max_age_hours", 24.0),
         channels_expected=tuple(expected) if expected is not None else None,
         rebuild=MappingProxyType(dict(data.get("rebuild", {}))),
         source=source,

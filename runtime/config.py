@@ -115,6 +115,7 @@ class SwitchConfig:
     stable_timeout_seconds: float = 30.0
     worker_log: str = ""
     keep_operations: int = 20
+    request_max_age_hours: float = 24.0
     tmux: TmuxConfig = field(default_factory=TmuxConfig)
     systemd: SystemdConfig = field(default_factory=SystemdConfig)
     pointer: PointerConfig = field(default_factory=PointerConfig)

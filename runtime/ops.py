@@ -3,7 +3,8 @@
 Writing calls need their exact confirmation word (``REBUILD``, ``CANCEL``, ``ROLLBACK``) and
 check it before anything is read or written. A request only records a durable ``pending``
 operation (coalescing reasons into one already pending); the switch happens after the turn,
-from the Stop hook. Writing calls first reconcile an active operation whose worker is gone;
+from the Stop hook. Writing calls first reconcile an active operation whose worker is gone
+and end a request older than ``switch.request_max_age_hours`` (runtime.recover);
 ``status``, ``list`` and ``doctor`` only read (``worker_status: gone`` says ``recover`` is due).
 """
 
@@ -22,7 +23,7 @@ from runtime.errors import (
     IllegalTransitionError,
     StoreError,
 )
-from runtime.recover import reconcile_if_lost, worker_state
+from runtime.recover import expire_if_stale, reconcile_if_lost, request_age, worker_state
 from runtime.state import State
 from runtime.store import Operation, Store, now_iso
 
@@ -43,9 +44,14 @@ def _store(config: Config) -> Store:
     return Store(config.state_dir)
 
 
-def _settled_active(config: Config, store: Store) -> Operation | None:
+def _settled_active(config: Config, store: Store, by: str,
+                    session_id: str | None = None) -> Operation | None:
     op = store.active()
-    return reconcile_if_lost(config, store, op) if op is not None else None
+    if op is not None:
+        op = reconcile_if_lost(config, store, op)
+    if op is not None:
+        op = expire_if_stale(config, store, op, by=by, session_id=session_id)
+    return op
 
 
 def request(config: Config, reason: str, confirmation: str, session_id: str | None = None,
@@ -59,7 +65,7 @@ def request(config: Config, reason: str, confirmation: str, session_id: str | No
     if session_id:
         entry["session_id"] = session_id
     with store.lock():
-        op = _settled_active(config, store)
+        op = _settled_active(config, store, "request", session_id)
         if op is None:
             op = store.create(reason=entry, bound_session_id=session_id or None,
                               door=config.switch.door)
@@ -122,6 +128,10 @@ def status(config: Config, operation_id: str | None = None) -> dict[str, Any]:
     out = op.to_dict()
     out["worker_status"] = worker_state(config, store, op)
     out["heartbeat_age_s"] = _round(store.heartbeat_age(op.operation_id))
+    age = request_age(op)
+    out["request_age_s"] = _round(age)
+    out["request_expires_in_s"] = _round(
+        None if age is None else config.switch.request_max_age_hours * 3600.0 - age)
     out["events"] = store.events(op.operation_id)
     return out
 
@@ -159,7 +169,7 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> di
     _confirm("rollback", confirmation)
     store = _store(config)
     with store.lock():
-        active = _settled_active(config, store)
+        active = _settled_active(config, store, "rollback_request")
         if active is not None:
             raise BusyError(f"operation {active.operation_id!r} is {active.state.value!r}; "
                             "a rollback waits until it has finished")

@@ -6,6 +6,11 @@ operation is settled by looking at the door: nothing switched → ``failed``; th
 runs → ``activated``; the old one runs → ``rolled_back``; anything else → ``failed``. Called
 by ``tl-rebuild recover`` and automatically by the next request or Stop, so no operation
 blocks future requests forever.
+
+A request does not wait forever either: a ``pending`` rebuild (or a ``rollback_pending``
+rollback) whose request is older than ``switch.request_max_age_hours`` is not carried out at
+some later, unexpected Stop. The next Stop or request ends it — ``cancelled`` (a rollback:
+back to ``activated``) with the timeline phase ``expired`` and ``reason: expired``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import datetime
 from typing import Any
 
 from runtime import identity as ident
@@ -59,6 +65,53 @@ def reconcile_if_lost(config: Config, store: Store, op: Operation) -> Operation 
         if status == "hung":
             _kill(op)
         reconcile(config, store, op, why=f"worker {status}")
+    return store.active()
+
+
+def request_age(op: Operation, now: float | None = None) -> float | None:
+    """Seconds since the request ``op`` waits on (None: it waits on none, or no readable stamp).
+
+    A pending rebuild waits on its creation (a later request into an expired one starts a new
+    operation, so ``created_at`` is the oldest unanswered yes); a pending rollback on
+    ``rollback_requested_at``.
+    """
+    if op.state == State.PENDING:
+        stamp = op.created_at
+    elif op.state == State.ROLLBACK_PENDING:
+        stamp = op.fact("rollback_requested_at")
+    else:
+        return None
+    try:
+        then = datetime.fromisoformat(str(stamp)).timestamp()
+    except ValueError:
+        return None
+    return max(0.0, (time.time() if now is None else now) - then)
+
+
+def expire_if_stale(config: Config, store: Store, op: Operation, *, by: str,
+                    session_id: str | None = None, now: float | None = None) -> Operation | None:
+    """End ``op`` when its request is older than ``switch.request_max_age_hours``.
+
+    Returns the active operation after (None once the expired request is cancelled). ``by``
+    names the caller (``stop``, ``request``…) in the timeline.
+    """
+    age = request_age(op, now)
+    limit = config.switch.request_max_age_hours * 3600.0
+    if age is None or age <= limit:
+        return op
+    evidence = {"reason": "expired", "age_s": round(age, 1), "max_age_s": limit, "by": by,
+                "session_id": session_id or None}
+    with store.lock():
+        if op.state == State.PENDING:
+            store.transition(op.operation_id, State.CANCELLED, phase="expired",
+                             expect_revision=op.revision, evidence=evidence,
+                             facts={"cancel_reason": "expired", "expired_at": now_iso(),
+                                    "expired_age_s": round(age, 1)})
+        else:
+            store.transition(op.operation_id, State.ACTIVATED, phase="rollback_expired",
+                             expect_revision=op.revision, evidence=evidence,
+                             facts={"rollback_cancel_reason": "expired",
+                                    "rollback_expired_at": now_iso()})
     return store.active()
 
 

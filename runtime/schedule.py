@@ -1,9 +1,10 @@
 """What a Stop does to the active operation: schedule it and start its worker.
 
 Called by the Stop hook only when an operation is active. Under the store lock it first
-reconciles an operation whose worker is gone, then ignores a Stop from a session other than
-the one the operation is bound to (timeline entry), else moves ``pending → scheduled`` or
-``rollback_pending → rollback_scheduled`` and starts the worker.
+reconciles an operation whose worker is gone and ends a request older than
+``switch.request_max_age_hours`` (``cancelled``, phase ``expired``), then ignores a Stop from
+a session other than the one the operation is bound to (timeline entry), else moves
+``pending → scheduled`` or ``rollback_pending → rollback_scheduled`` and starts the worker.
 
 Pointer door (SPEC §4.3: the trigger is the runner calling ``tl-rebuild hook-stop`` between
 calls): the runner's payload-less call runs the worker in the foreground (nothing is killed,
@@ -26,7 +27,7 @@ from runtime import proc
 from runtime.config import Config
 from runtime.doors.systemd import escape_prefix
 from runtime.errors import StoreError, ThreadlineError
-from runtime.recover import reconcile_if_lost
+from runtime.recover import expire_if_stale, reconcile_if_lost
 from runtime.state import State
 from runtime.store import Operation, Store
 
@@ -47,9 +48,7 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
         wait = True
         session_id = session_id or _pointer_session(config)
     with store.lock():
-        op = store.active()
-        if op is not None:
-            op = reconcile_if_lost(config, store, op)
+        op = _settled(config, store, session_id)
         if op is None or op.state not in (State.PENDING, State.ROLLBACK_PENDING):
             return None
         expected = (op.bound_session_id if op.state == State.PENDING
@@ -76,6 +75,16 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
     return op.operation_id
 
 
+def _settled(config: Config, store: Store, session_id: str) -> Operation | None:
+    """The active operation once a lost worker is reconciled and an expired request ended."""
+    op = store.active()
+    if op is not None:
+        op = reconcile_if_lost(config, store, op)
+    if op is not None:
+        op = expire_if_stale(config, store, op, by="stop", session_id=session_id)
+    return op
+
+
 def from_claude(payload: dict[str, Any]) -> bool:
     """True when the hook input is Claude Code's own Stop payload (a claude is running)."""
     return bool(payload.get("session_id") or payload.get("hook_event_name"))
@@ -88,9 +97,7 @@ def _defer_to_runner(config: Config, store: Store, payload: dict[str, Any],
                      session_id: str) -> None:
     """Record that a Stop from inside ``claude -p`` leaves the switch to the runner's call."""
     with store.lock():
-        op = store.active()
-        if op is not None:
-            op = reconcile_if_lost(config, store, op)
+        op = _settled(config, store, session_id)
         if op is None or op.state not in (State.PENDING, State.ROLLBACK_PENDING):
             return
         adopted = op.state == State.PENDING and _adopt_pointer(config, op, payload, session_id)

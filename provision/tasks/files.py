@@ -201,6 +201,7 @@ def config_context(ctx: Context) -> dict[str, Any]:
         "launch_argv": list(launch.argv), "channel_flags": list(flags),
         "expected_channel_servers": [e.removeprefix("server:") for e in expected
                                      if not e.startswith("plugin:")],
+        "request_max_age_hours": float(profile.request_max_age_hours),
         "tmux_target": door.tmux_target or "", "tmux_socket_name": door.tmux_socket_name or "",
         "systemd_unit": door.systemd_unit or "",
         "systemd_pointer_path": pointer_path(profile) if door.kind == "systemd" else "",

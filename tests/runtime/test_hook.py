@@ -94,3 +94,52 @@ def test_an_error_while_handling_is_reported_off_stdout_and_still_exits_0(world:
     done = world.hook()
     assert (done.returncode, done.stdout) == (0, "{}\n")
     assert "hook-stop: ConfigError" in done.stderr and "unknown_key" in done.stderr
+
+
+def age_request(world: World, operation_id: str, hours: float) -> None:
+    """Rewrite the stored record as if the request had been made ``hours`` ago."""
+    import time
+
+    path = world.store.record_path(operation_id)
+    record = json.loads(path.read_text())
+    then = time.time() - hours * 3600
+    record["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(then))
+    path.write_text(json.dumps(record))
+
+
+def test_a_request_older_than_a_day_is_cancelled_as_expired_at_the_next_stop(
+        world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=world.old_session)["operation_id"]
+    age_request(world, op_id, hours=25)
+
+    done = world.hook()
+
+    assert (done.returncode, done.stdout) == (0, "{}\n")
+    op = world.store.read(op_id)
+    assert op.state.value == "cancelled" and op.fact("cancel_reason") == "expired"
+    assert world.events(op_id) == ["created", "expired"]  # never scheduled, no worker
+    expired = world.store.events(op_id)[-1]
+    assert expired["reason"] == "expired" and expired["by"] == "stop"
+    assert expired["session_id"] == world.old_session
+    assert 25 * 3600 - 60 < expired["age_s"] < 25 * 3600 + 60
+    assert world.store.active() is None
+
+
+def test_a_request_younger_than_the_limit_is_still_scheduled_at_the_next_stop(
+        world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=world.old_session)["operation_id"]
+    age_request(world, op_id, hours=23)
+
+    world.hook()
+
+    assert "scheduled" in world.events(op_id) and "expired" not in world.events(op_id)
+
+
+def test_a_stop_from_another_session_also_ends_an_expired_request(world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=world.old_session)["operation_id"]
+    age_request(world, op_id, hours=48)
+
+    world.hook(session_id="another-session")
+
+    assert world.store.read(op_id).state.value == "cancelled"
+    assert world.events(op_id) == ["created", "expired"]

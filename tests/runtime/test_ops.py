@@ -196,3 +196,68 @@ def test_turns_since_the_switch_are_judged_by_the_speech_allowlist(tmp_path: Pat
     assert ops.turns_since_switch(op) == 3
     unknown = Operation("op-2", State.ACTIVATED, 1, "", "")
     assert ops.turns_since_switch(unknown) is None
+
+
+def _age(world: World, operation_id: str, hours: float) -> None:
+    from tests.runtime.test_hook import age_request
+
+    age_request(world, operation_id, hours)
+
+
+def test_a_request_into_an_expired_pending_one_starts_a_new_operation(world: World) -> None:
+    old = ops.request(world.config, "old", "REBUILD", session_id="s-1")["operation_id"]
+    _age(world, old, hours=30)
+
+    new = ops.request(world.config, "new", "REBUILD", session_id="s-1")
+
+    assert new["operation_id"] != old and new["reasons"] == ["new"]
+    assert world.store.read(old).state == State.CANCELLED
+    assert world.store.events(old)[-1]["by"] == "request"
+
+
+def test_the_maximum_request_age_is_a_config_key(tmp_path: Path) -> None:
+    world = make_world(tmp_path)
+    assert world.config.switch.request_max_age_hours == 24
+    text = world.config_path.read_text()
+    world.config_path.write_text(
+        text.replace("[switch]\n", "[switch]\nrequest_max_age_hours = 0.5\n"))
+    assert world.config.switch.request_max_age_hours == 0.5
+    op_id = ops.request(world.config, "x", "REBUILD", session_id="s-1")["operation_id"]
+    _age(world, op_id, hours=1)
+
+    assert ops.status(world.config, op_id)["state"] == "pending"  # status only reads
+    ops.request(world.config, "y", "REBUILD", session_id="s-1")
+
+    assert world.store.read(op_id).fact("cancel_reason") == "expired"
+
+
+def test_status_shows_the_age_of_a_pending_request_and_when_it_expires(world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD")["operation_id"]
+    _age(world, op_id, hours=2)
+
+    status = json.loads(world.cli("status", "--json").stdout)
+
+    assert 2 * 3600 - 60 < status["request_age_s"] < 2 * 3600 + 60
+    assert 22 * 3600 - 60 < status["request_expires_in_s"] < 22 * 3600 + 60
+    assert "request_age_s" in world.cli("status").stdout
+    ops.cancel(world.config, op_id, "CANCEL")
+    assert ops.status(world.config, op_id)["request_age_s"] is None  # waits on nothing
+
+
+def test_an_expired_rollback_request_leaves_the_new_session_active(world: World) -> None:
+    import calendar
+
+    from runtime.recover import expire_if_stale
+
+    op = world.store.create(reason={"reason": "r"}, bound_session_id="s-1", door="tmux",
+                            state=State.ACTIVATING)
+    op = world.store.transition(op.operation_id, State.ACTIVATED, phase="activated")
+    op = world.store.transition(op.operation_id, State.ROLLBACK_PENDING, phase="rollback_pending",
+                                facts={"rollback_requested_at": "2026-01-01T00:00:00.000Z"})
+    later = calendar.timegm((2026, 1, 2, 1, 0, 0))  # 25 h after the rollback request
+
+    assert expire_if_stale(world.config, world.store, op, by="stop", now=later) is None
+
+    final = world.store.read(op.operation_id)
+    assert final.state == State.ACTIVATED and final.fact("rollback_cancel_reason") == "expired"
+    assert world.store.events(op.operation_id)[-1]["phase"] == "rollback_expired"
