@@ -8,19 +8,24 @@ suite cannot reach anything it did not create:
 - XDG_RUNTIME_DIR is private too; ANTHROPIC_BASE_URL points at a closed loopback port.
 tests/test_guard.py proves it, and at the end of the run the suite compares the things it must
 never touch (the real user's claude settings and state, the default tmux socket folder, the
-host's systemd unit folder) with a snapshot taken before the first test: any difference fails
-the run.
+host's systemd unit folder) with a snapshot taken before the first test: any change this run
+could have made fails the run — a socket name it handed out or a server of its own in the
+default socket folder, the user's default server gone, a ``default`` socket in its own
+TMUX_TMPDIR (a tmux call without -L/-S), any change to the claude files or units. Other
+processes' sockets and claude sessions elsewhere on the machine are not the suite's business
+(tests/fixtures/guard.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures import guard
 
 REPO = Path(__file__).resolve().parents[1]
 _REAL_HOME = os.environ.get("HOME", "")
@@ -44,20 +49,18 @@ os.environ.pop("THREADLINE_CONFIG", None)
 
 def real_world_snapshot() -> dict[str, object]:
     """Digests and listings of what no test may touch: the real HOME's claude files, the
-    default tmux socket folder and the host's systemd unit folder."""
-    snap: dict[str, object] = {}
-    home = Path(_REAL_HOME) if _REAL_HOME else None
-    files = [home / ".claude.json", home / ".claude" / "settings.json",
-             home / ".claude" / "settings.local.json"] if home else []
-    for path in files:
-        snap[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-    dirs = [Path(f"/tmp/tmux-{os.getuid()}"), Path("/etc/systemd/system")]
-    if home:
-        dirs += [home / ".claude" / "projects", home / ".claude" / "sessions"]
-    for folder in dirs:
-        snap[str(folder)] = (sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
-                             if folder.is_dir() else None)
-    return snap
+    default tmux socket folder (with the server behind each socket) and the host's systemd unit
+    folder (tests/fixtures/guard.py)."""
+    return guard.snapshot(guard.Places.real(_REAL_HOME))
+
+
+def this_run(session: pytest.Session | None = None) -> guard.Run:
+    """This run's roots (the sandbox, pytest's base temp folder) and its tmux socket names."""
+    roots = [str(SANDBOX)]
+    factory = getattr(session.config, "_tmp_path_factory", None) if session else None
+    if factory is not None:  # pytest's own object: tmp_path folders live under its base
+        roots.append(str(factory.getbasetemp()))
+    return guard.Run(tuple(roots), frozenset(guard.SUITE_SOCKET_NAMES))
 
 
 REAL_WORLD_BEFORE = real_world_snapshot()
@@ -80,9 +83,9 @@ def corpus() -> Path:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    touched = guard.sandbox_findings(os.environ["TMUX_TMPDIR"])
     shutil.rmtree(SANDBOX, ignore_errors=True)
-    after = real_world_snapshot()
-    touched = [key for key in REAL_WORLD_BEFORE if REAL_WORLD_BEFORE[key] != after.get(key)]
+    touched += guard.findings(REAL_WORLD_BEFORE, real_world_snapshot(), this_run(session))
     if touched:
         print(f"\nGUARD: the suite touched what it did not create: {touched}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
