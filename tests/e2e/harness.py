@@ -22,7 +22,8 @@ machine's environment (so ``respawn-pane`` by the product inherits the same envi
 the development-channels warning on the starts it makes itself, types prompts (waiting until the
 pane shows them), and finds the session id of the running process through
 ``$HOME/.claude/sessions/<pid>.json``. A start is ready when the input box shows, the session
-record names the expected session and the channel server under that claude listens. Everything is
+record is final (has a ``status``; for ``--resume X`` names X) and the channel server under that
+claude listens. Everything is
 bounded by timeouts; every pid seen is tracked and killed on ``close``.
 """
 
@@ -309,19 +310,16 @@ class ClaudePane:
         return f"cd {shlex.quote(str(self.machine.workdir))} && exec {shlex.join(argv)}"
 
     # -- lifecycle -------------------------------------------------------------------------
-    def expected_session(self, argv: Sequence[str]) -> str | None:
-        """The session a ``--resume X`` / ``--continue`` argv will run (None for a new one).
+    @staticmethod
+    def expected_session(argv: Sequence[str]) -> str | None:
+        """The session a ``--resume X`` argv names (None: a new one, or ``--continue``).
 
-        2.1.328's ``sessions/<pid>.json`` first names a fresh id and switches to the resumed
-        session's id once it is loaded; readiness waits for that switch.
+        ``--continue`` is not guessed here (which session it picks is what tests check);
+        readiness waits for the record's final state instead (``wait_ready``).
         """
         args = list(argv)
         if "--resume" in args:
             return args[args.index("--resume") + 1]
-        if "--continue" in args or "-c" in args:
-            newest = max(self.machine.transcripts(), key=lambda p: p.stat().st_mtime,
-                         default=None)
-            return newest.stem if newest else None
         return None
 
     def start(self, argv: Sequence[str], timeout: float = 60.0) -> str:
@@ -351,7 +349,7 @@ class ClaudePane:
                    timeout: float = 60.0) -> str:
         """Accept the channel warning if shown; wait for the input box and the session record.
 
-        ``expected``: the session id the record must name (resumed sessions), when known.
+        ``expected``: the session id the record must name (``--resume X``), when known.
         """
         pid = self.pane_pid()
         self.pids.add(pid)
@@ -359,8 +357,13 @@ class ClaudePane:
             self.accept_warning(timeout=timeout)
 
         def settled() -> dict[str, Any] | None:
+            # 2.1.328 writes sessions/<pid>.json first without ``status`` (with --continue
+            # naming a fresh id), then names the loaded session, then adds ``status: idle``:
+            # only a record with a status is final.
             record = self.session_record(pid)
-            if record and expected and record["sessionId"] != expected:
+            if not record or not record.get("status"):
+                return None
+            if expected and record["sessionId"] != expected:
                 return None
             return record
         record = wait_for(settled, timeout=timeout,
@@ -420,7 +423,11 @@ class ClaudePane:
         return record if isinstance(record, dict) and record.get("sessionId") else None
 
     def session_id(self) -> str:
-        record = wait_for(self.session_record, timeout=30, what="the session record")
+        """The session the pane's claude runs, once its record is final (has a ``status``)."""
+        def final() -> dict[str, Any] | None:
+            record = self.session_record()
+            return record if record and record.get("status") else None
+        record = wait_for(final, timeout=30, what="the final session record")
         return str(record["sessionId"])  # type: ignore[index]
 
     def transcript(self) -> Path:
