@@ -171,7 +171,7 @@ def _unit_findings(recorded: Recorded, launch: Launch) -> list[Finding]:
 
 
 def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:
-    from provision.settings import find_stop_hook, parse_settings
+    from provision.settings import parse_settings
     from provision.tasks.mcp import McpServer
     from provision.tasks.settings import StopHook
 
@@ -181,7 +181,7 @@ def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding
         try:
             hook_facts = StopHook().facts(host, ctx)
             if StopHook().plan(hook_facts, ctx):
-                current = find_stop_hook(parse_settings(hook_facts.raw, path))
+                current = hook_facts.ours(parse_settings(hook_facts.raw, path))
                 after = "absent" if current is None else str(current.get("command"))
                 if hook_facts.present:
                     found.append(Finding(f"Stop hook missing or altered in {path}",

@@ -2,12 +2,16 @@
 
 Pure functions only (no I/O): provision/tasks/settings.py reads and writes through the host.
 
-Our handler is recognised by its **marker**: the command's shell words contain ``tl-rebuild``
-(any directory, compared by basename) immediately followed by ``hook-stop``, e.g.
-``/usr/local/bin/tl-rebuild hook-stop --config /etc/threadline/config.toml``. The marker survives
-a moved binary or config file, so such a change upgrades the entry in place instead of adding a
-second one. Nothing else in the document is touched: other keys, other events, other Stop groups,
-their matchers, foreign handlers and unknown fields keep their values and their key order.
+A Threadline handler is recognised by its **marker**: the command's shell words contain
+``tl-rebuild`` (any directory, compared by basename) immediately followed by ``hook-stop``, e.g.
+``/usr/local/bin/tl-rebuild hook-stop --config /etc/threadline/config.toml``. Several companions
+can share one claude user (one settings.json): each profile's handler is the marker handler whose
+``--config`` is that profile's config path (``config_path``), or a path it had before
+(``previous``, from its manifest: a moved config file upgrades the entry in place), or none at
+all (an old entry relying on ``THREADLINE_CONFIG``). Marker handlers of other config paths belong
+to other companions and are never changed or removed. A moved binary also upgrades in place.
+Nothing else in the document is touched: other keys, other events, other Stop groups, their
+matchers, foreign handlers and unknown fields keep their values and their key order.
 
 Strict on purpose: a file that Claude Code (or a person) wrote in a form we cannot round-trip —
 JSONC comments, a byte-order mark, an empty file, duplicate keys, NaN, a non-object — is a
@@ -71,42 +75,79 @@ def dump_settings(doc: dict[str, Any]) -> bytes:
     return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def is_our_handler(handler: Any, marker: str = MARKER) -> bool:
-    """True when ``handler`` is a command hook whose command carries ``marker``."""
+def hook_config(handler: Any, marker: str = MARKER) -> str | None:
+    """The ``--config`` path in a marker handler's command (``""``: none); None: not a marker
+    handler."""
     if not isinstance(handler, dict) or not isinstance(handler.get("command"), str):
-        return False
+        return None
     words = _words(handler["command"])
     wanted = marker.split()
     for start in range(len(words) - len(wanted) + 1):
         window = words[start:start + len(wanted)]
         if os.path.basename(window[0]) == wanted[0] and window[1:] == wanted[1:]:
-            return True
-    return False
+            rest = words[start + len(wanted):]
+            for index, word in enumerate(rest):
+                if word == "--config" and index + 1 < len(rest):
+                    return os.path.normpath(rest[index + 1])
+                if word.startswith("--config="):
+                    return os.path.normpath(word.split("=", 1)[1])
+            return ""
+    return None
 
 
-def find_stop_hook(doc: dict[str, Any], marker: str = MARKER) -> dict[str, Any] | None:
-    """Return our Stop handler in ``doc`` (the first one carrying ``marker``), or None."""
-    for _, _, handler in _our_handlers(doc, marker):
+def is_our_handler(handler: Any, marker: str = MARKER, *, config_path: str | None = None,
+                   previous: tuple[str, ...] = ()) -> bool:
+    """True when ``handler`` is a marker handler of the companion with ``config_path``.
+
+    Without ``config_path`` any marker handler counts (whichever companion it belongs to).
+    """
+    found = hook_config(handler, marker)
+    if found is None:
+        return False
+    if config_path is None or found == "":
+        return True
+    return found in {os.path.normpath(p) for p in (config_path, *previous)}
+
+
+def find_stop_hook(doc: dict[str, Any], marker: str = MARKER, *, config_path: str | None = None,
+                   previous: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """Return our Stop handler in ``doc`` (the first one of this companion), or None."""
+    for _, _, handler in _our_handlers(doc, marker, config_path, previous):
         return handler
     return None
 
 
-def merge_stop_hook(doc: dict[str, Any], entry: dict[str, Any],
-                    marker: str = MARKER) -> tuple[dict[str, Any], bool, str]:
+def other_stop_hooks(doc: dict[str, Any], config_path: str, marker: str = MARKER, *,
+                     previous: tuple[str, ...] = ()) -> list[str]:
+    """Config paths of the marker handlers of *other* companions in ``doc``, in file order."""
+    found = []
+    for group in doc.get("hooks", {}).get("Stop", []):
+        for handler in group.get("hooks", []):
+            owner = hook_config(handler, marker)
+            if owner and not is_our_handler(handler, marker, config_path=config_path,
+                                            previous=previous):
+                found.append(owner)
+    return found
+
+
+def merge_stop_hook(doc: dict[str, Any], entry: dict[str, Any], marker: str = MARKER, *,
+                    previous: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool, str]:
     """Add or update our Stop handler; return ``(new_doc, changed, message)``.
 
-    ``entry`` is the desired handler (``type``, ``command``, ``timeout``). An existing handler
-    with ``marker`` is updated in place: the keys of ``entry`` are set (new ones appended), its
-    other fields and its position stay. Further handlers with ``marker`` are duplicates and are
-    removed (a group left empty by that goes too). Without one, a new group ``{"hooks":
-    [entry]}`` (no matcher: Stop ignores matchers) is appended to ``hooks.Stop``. ``doc`` itself
-    is not modified.
+    ``entry`` is the desired handler (``type``, ``command``, ``timeout``); its ``--config``
+    names the companion. An existing handler of that companion is updated in place: the keys of
+    ``entry`` are set (new ones appended), its other fields and its position stay. Further
+    handlers of it are duplicates and are removed (a group left empty by that goes too). Without
+    one, a new group ``{"hooks": [entry]}`` (no matcher: Stop ignores matchers) is appended to
+    ``hooks.Stop``. Other companions' handlers are left alone. ``doc`` itself is not modified.
     """
-    if not is_our_handler(entry, marker):
+    config_path = hook_config(entry, marker)
+    if config_path is None:
         raise SettingsError(f"Stop hook command {entry.get('command')!r} does not carry the "
                             f"marker {marker!r}")
+    owner = config_path or None
     new = copy.deepcopy(doc)
-    found = list(_our_handlers(new, marker))
+    found = list(_our_handlers(new, marker, owner, previous))
     if not found:
         hooks = new.setdefault("hooks", {})
         hooks.setdefault("Stop", []).append({"hooks": [dict(entry)]})
@@ -126,14 +167,15 @@ def merge_stop_hook(doc: dict[str, Any], entry: dict[str, Any],
     return new, True, "; ".join(notes)
 
 
-def remove_stop_hook(doc: dict[str, Any],
-                     marker: str = MARKER) -> tuple[dict[str, Any], bool, str]:
-    """Remove every handler carrying ``marker``; return ``(new_doc, changed, message)``.
+def remove_stop_hook(doc: dict[str, Any], marker: str = MARKER, *,
+                     config_path: str | None = None,
+                     previous: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool, str]:
+    """Remove every handler of this companion; return ``(new_doc, changed, message)``.
 
     Groups, ``hooks.Stop`` and ``hooks`` are removed only when our removal left them empty.
     """
     new = copy.deepcopy(doc)
-    found = list(_our_handlers(new, marker))
+    found = list(_our_handlers(new, marker, config_path, previous))
     if not found:
         return doc, False, "Stop hook not present"
     count = _remove_handlers(new, found)
@@ -162,11 +204,12 @@ def stop_subtree_diff(before: dict[str, Any], after: dict[str, Any], path: str) 
 _MISSING = object()
 
 
-def _our_handlers(doc: dict[str, Any], marker: str):
-    """Yield ``(group, index, handler)`` for each handler carrying ``marker``, in file order."""
+def _our_handlers(doc: dict[str, Any], marker: str, config_path: str | None,
+                  previous: tuple[str, ...]):
+    """Yield ``(group, index, handler)`` for each handler of this companion, in file order."""
     for group in doc.get("hooks", {}).get("Stop", []):
         for index, handler in enumerate(group.get("hooks", [])):
-            if is_our_handler(handler, marker):
+            if is_our_handler(handler, marker, config_path=config_path, previous=previous):
                 yield group, index, handler
 
 

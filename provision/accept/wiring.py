@@ -54,7 +54,8 @@ def _hook_absent(scene: Scene, out: Checklist, name: str, pause: float | None = 
     from provision.settings import find_stop_hook, parse_settings
 
     path = scene.profile.claude.settings_path
-    entry = find_stop_hook(parse_settings(scene.host.read_bytes(path), path))
+    entry = find_stop_hook(parse_settings(scene.host.read_bytes(path), path),
+                           config_path=scene.profile.install.config_path)
     evidence: dict[str, Any] = {"path": path, "command": entry.get("command") if entry else None}
     if pause is not None:
         evidence["pause_s"] = pause
@@ -65,7 +66,8 @@ def _hook_present(scene: Scene, out: Checklist, name: str, pause: float | None =
     from provision.settings import find_stop_hook, parse_settings
 
     path = scene.profile.claude.settings_path
-    entry = find_stop_hook(parse_settings(scene.host.read_bytes(path), path))
+    entry = find_stop_hook(parse_settings(scene.host.read_bytes(path), path),
+                           config_path=scene.profile.install.config_path)
     wanted = scene.manifest.hook_command if scene.manifest else None
     same = entry is not None and (wanted is None or entry.get("command") == wanted)
     if pause is None:

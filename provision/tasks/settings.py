@@ -11,6 +11,10 @@ The handler written (the marker is ``tl-rebuild hook-stop``)::
      "command": "/abs/bin/tl-rebuild hook-stop --config /etc/threadline/config.toml",
      "timeout": 10}
 
+Several companions may share the claude user's settings.json: this profile's handler is the one
+whose ``--config`` is its config path (or the path its manifest recorded, when the file moved);
+other companions' handlers are never changed or removed (provision/settings.py).
+
 ``StopHook(present=False)`` removes our handler (and nothing else): the way to disable the
 rebuild trigger while keeping the MCP server. Without an explicit ``present`` the profile's
 ``hook.enabled`` (default true) decides; ``StopHookPersists`` then checks presence or absence.
@@ -31,7 +35,9 @@ from provision.errors import FactError, SettingsError
 from provision.settings import (
     dump_settings,
     find_stop_hook,
+    hook_config,
     merge_stop_hook,
+    other_stop_hooks,
     parse_settings,
     remove_stop_hook,
     stop_subtree_diff,
@@ -86,10 +92,16 @@ class SettingsFacts:
     new_owner: tuple[int, int] | None = None  # claude home's uid:gid, when the writer differs
     new_dir: str | None = None  # the claude dir, when the write will create it
     present: bool = True  # whether our handler is wanted (profile hook.enabled)
+    config_path: str = ""  # the companion whose handler this is (profile install.config_path)
+    previous: tuple[str, ...] = ()  # config paths its manifest recorded before (a moved file)
 
     @property
     def wanted(self) -> dict[str, Any]:
         return dict(self.entry)
+
+    def ours(self, doc: dict[str, Any]) -> dict[str, Any] | None:
+        """This companion's handler in ``doc`` (other companions' handlers never count)."""
+        return find_stop_hook(doc, config_path=self.config_path, previous=self.previous)
 
 
 class StopHook(Task):
@@ -120,14 +132,16 @@ class StopHook(Task):
         return SettingsFacts(path, raw, found.mode if found else None, tuple(entry.items()),
                              _warnings(raw, host.read_bytes(MANAGED_SETTINGS)),
                              new_owner, new_dir,
-                             profile.hook_enabled if self.present is None else self.present)
+                             profile.hook_enabled if self.present is None else self.present,
+                             profile.install.config_path, _previous_config(host, profile))
 
     def _merge(self, facts: SettingsFacts) -> tuple[dict, dict, bool, str]:
         doc = parse_settings(facts.raw, facts.path)
         if facts.present:
-            new, changed, message = merge_stop_hook(doc, facts.wanted)
+            new, changed, message = merge_stop_hook(doc, facts.wanted, previous=facts.previous)
         else:
-            new, changed, message = remove_stop_hook(doc)
+            new, changed, message = remove_stop_hook(doc, config_path=facts.config_path,
+                                                     previous=facts.previous)
         return doc, new, changed, message
 
     def plan(self, facts: SettingsFacts, ctx: Context) -> list[Action]:
@@ -140,7 +154,7 @@ class StopHook(Task):
             facts.path, content, before=facts.raw,
             mode=facts.mode if facts.mode is not None else NEW_FILE_MODE,
             summary=f"{message} {verb} {facts.path}",
-            validate=self._validator(facts.path, facts.present),
+            validate=self._validator(facts),
         )]
         if facts.new_owner is not None:
             uid, gid = facts.new_owner
@@ -149,9 +163,11 @@ class StopHook(Task):
                                       summary=f"chown {uid}:{gid} {' '.join(paths)}"))
         return actions
 
-    def _validator(self, path: str, present: bool):
+    def _validator(self, facts: SettingsFacts):
+        path, present = facts.path, facts.present
+
         def validate(content: bytes) -> None:
-            found = find_stop_hook(parse_settings(content, path))
+            found = facts.ours(parse_settings(content, path))
             if (found is not None) != present:
                 raise SettingsError(f"merged settings for '{path}' would "
                                     f"{'lack' if present else 'still hold'} the Stop hook")
@@ -165,6 +181,14 @@ class StopHook(Task):
 
     def details(self, facts: SettingsFacts, ctx: Context) -> list[str]:
         notes = list(facts.warnings)
+        try:
+            others = other_stop_hooks(parse_settings(facts.raw, facts.path), facts.config_path,
+                                      previous=facts.previous)
+        except SettingsError:
+            others = []  # plan() reports the malformed file
+        if others:
+            notes.append("Stop hook(s) of other companions left as they are (config "
+                         + ", ".join(repr(p) for p in others) + ")")
         if facts.present and self._merge(facts)[2]:
             notes.append("a running claude reads hooks at start: restart it (or review /hooks) "
                          "for a newly written hook to fire")
@@ -210,7 +234,7 @@ class StopHookPersists(Task):
         return StopHook().facts(host, ctx)
 
     def plan(self, facts: SettingsFacts, ctx: Context) -> list[Action]:
-        found = find_stop_hook(parse_settings(facts.raw, facts.path))
+        found = facts.ours(parse_settings(facts.raw, facts.path))
         later = f"{self.pause:g}s after apply"
         if not facts.present:
             if found is not None:
@@ -232,6 +256,21 @@ class StopHookPersists(Task):
             return (f"Stop hook still absent from {facts.path} after {self.pause:g}s "
                     "(hook.enabled: false)")
         return f"Stop hook still present in {facts.path} after {self.pause:g}s"
+
+
+def _previous_config(host: Host, profile: Profile) -> tuple[str, ...]:
+    """The config path of the hook the last apply recorded, when it differs (a moved file)."""
+    import json
+
+    raw = host.read_bytes(profile.install.manifest_path)
+    try:
+        command = (json.loads(raw or b"{}").get("hook") or {}).get("command")
+    except (ValueError, AttributeError):
+        return ()
+    found = hook_config({"command": command}) if isinstance(command, str) else None
+    if not found or found == os.path.normpath(profile.install.config_path):
+        return ()
+    return (found,)
 
 
 def _warnings(raw: bytes | None, managed: bytes | None) -> tuple[str, ...]:

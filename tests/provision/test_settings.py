@@ -10,8 +10,10 @@ from provision.errors import SettingsError
 from provision.settings import (
     dump_settings,
     find_stop_hook,
+    hook_config,
     is_our_handler,
     merge_stop_hook,
+    other_stop_hooks,
     parse_settings,
     remove_stop_hook,
     stop_subtree_diff,
@@ -489,3 +491,73 @@ def test_a_new_file_and_claude_dir_are_given_to_the_owner_of_the_claude_home(tmp
     for path in (claude_dir, settings):
         assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534)
     assert settings.stat().st_mode & 0o777 == 0o600
+
+
+# -- several companions share one claude user's settings.json (issue 10 §7) ------------------
+
+def _companion(config: str, timeout: int = 10) -> dict:
+    return {"type": "command", "command": f"/usr/local/bin/tl-rebuild hook-stop --config {config}",
+            "timeout": timeout}
+
+
+A, B = _companion("/etc/threadline/a.toml"), _companion("/etc/threadline/b.toml")
+
+
+def test_a_second_companion_adds_its_own_stop_hook_next_to_the_first() -> None:
+    with_a, _, _ = merge_stop_hook(RICH, A)
+    both, changed, message = merge_stop_hook(with_a, B)
+
+    assert changed and message == "Stop hook added"
+    handlers = [h for g in both["hooks"]["Stop"] for h in g["hooks"]]
+    assert A in handlers and B in handlers
+    assert find_stop_hook(both, config_path="/etc/threadline/a.toml") == A
+    assert find_stop_hook(both, config_path="/etc/threadline/b.toml") == B
+
+
+def test_updating_one_companions_hook_leaves_the_others_as_they_are() -> None:
+    both, _, _ = merge_stop_hook(merge_stop_hook(RICH, A)[0], B)
+
+    updated, changed, message = merge_stop_hook(both, _companion("/etc/threadline/a.toml", 30))
+
+    assert changed and "updated in place (timeout)" in message
+    assert find_stop_hook(updated, config_path="/etc/threadline/b.toml") == B
+    assert merge_stop_hook(updated, B) == (updated, False, "Stop hook already present")
+
+
+def test_removing_one_companions_hook_keeps_the_other() -> None:
+    both, _, _ = merge_stop_hook(merge_stop_hook(RICH, A)[0], B)
+
+    removed, changed, message = remove_stop_hook(both, config_path="/etc/threadline/a.toml")
+
+    assert changed and message == "1 Stop hook(s) removed"
+    assert find_stop_hook(removed, config_path="/etc/threadline/a.toml") is None
+    assert find_stop_hook(removed, config_path="/etc/threadline/b.toml") == B
+
+
+def test_a_moved_config_file_upgrades_the_companions_hook_in_place() -> None:
+    with_a, _, _ = merge_stop_hook(RICH, A)
+    moved = _companion("/srv/threadline/a.toml")
+
+    new, changed, message = merge_stop_hook(with_a, moved, previous=("/etc/threadline/a.toml",))
+
+    assert changed and "updated in place (command)" in message
+    handlers = [h for g in new["hooks"]["Stop"] for h in g["hooks"]]
+    assert moved in handlers and A not in handlers
+
+
+def test_an_old_hook_without_a_config_path_is_upgraded_by_the_first_companion() -> None:
+    legacy = {"type": "command", "command": "tl-rebuild hook-stop", "timeout": 10}
+    doc = {"hooks": {"Stop": [{"hooks": [legacy]}]}}
+
+    new, changed, _ = merge_stop_hook(doc, A)
+
+    assert changed and new["hooks"]["Stop"] == [{"hooks": [A]}]
+
+
+def test_other_stop_hooks_names_the_other_companions_config_paths() -> None:
+    both, _, _ = merge_stop_hook(merge_stop_hook(RICH, A)[0], B)
+    assert other_stop_hooks(both, "/etc/threadline/a.toml") == ["/etc/threadline/b.toml"]
+    assert is_our_handler(B, config_path="/etc/threadline/b.toml")
+    assert not is_our_handler(B, config_path="/etc/threadline/a.toml")
+    assert hook_config({"type": "command", "command": "tl-rebuild hook-stop --config=x/../c.toml"}
+                       ) == "c.toml"
