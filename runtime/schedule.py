@@ -3,7 +3,8 @@
 Called by the Stop hook only when an operation is active. Under the store lock it first
 reconciles an operation whose worker is gone and ends a request older than
 ``switch.request_max_age_hours`` (``cancelled``, phase ``expired``), then ignores a Stop from
-a session other than the one the operation is bound to (timeline entry), else moves
+a session other than the one the operation is bound to, or from a claude of another companion
+sharing this claude user (timeline entries), else moves
 ``pending → scheduled`` or ``rollback_pending → rollback_scheduled`` and starts the worker.
 
 Pointer door (SPEC §4.3: the trigger is the runner calling ``tl-rebuild hook-stop`` between
@@ -23,8 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from runtime import identity as ident
 from runtime import proc
 from runtime.config import Config
+from runtime.doors.base import open_door
 from runtime.doors.systemd import escape_prefix
 from runtime.errors import StoreError, ThreadlineError
 from runtime.recover import expire_if_stale, reconcile_if_lost
@@ -58,6 +61,11 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
                         session_id=session_id or None, bound_session_id=expected,
                         reason="Stop from another session")
             return None
+        elsewhere = _other_companion(config)
+        if elsewhere:
+            store.event(op.operation_id, "stop_ignored", state=op.state.value,
+                        session_id=session_id or None, reason=elsewhere)
+            return None
         if op.state == State.PENDING:
             op = _schedule_rebuild(config, store, op, payload, session_id)
         else:
@@ -83,6 +91,49 @@ def _settled(config: Config, store: Store, session_id: str) -> Operation | None:
     if op is not None:
         op = expire_if_stale(config, store, op, by="stop", session_id=session_id)
     return op
+
+
+def _other_companion(config: Config) -> str:
+    """Why this Stop comes from a claude that is not this companion's ('' when it is ours).
+
+    Several companions can share one claude user, so every claude of that user runs every
+    companion's Stop hook. A hook whose ancestors include a claude (a live process with a
+    session record in this config's claude dir) but not the process behind this companion's
+    door comes from another companion: its Stop must never schedule this one's operation.
+    Run by hand, by a runner, or where the door's process is unknown, nothing is refused.
+    """
+    if config.switch.door == "pointer" or config.project_dir is None:
+        return ""
+    claude_dir = config.project_dir.parent.parent
+    chain = _ancestors(os.getpid())
+    claudes = [pid for pid in chain if ident.claude_session_record(claude_dir, pid)]
+    if not claudes:
+        return ""
+    try:
+        door = open_door(config)
+        door_pid = door.process_pid(door.identity())
+    except ThreadlineError:
+        return ""
+    if door_pid is None or door_pid in chain:
+        return ""
+    return (f"Stop from claude pid {claudes[0]}, which does not run under this companion's "
+            f"{door.name} door (pid {door_pid}): another companion")
+
+
+def _ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, grandparent, … up to (not including) pid 1."""
+    chain: list[int] = []
+    while pid > 1 and len(chain) < 64:
+        try:
+            stat = ident.parse_stat(Path(f"/proc/{pid}/stat").read_text())
+        except OSError:
+            break
+        if stat is None:
+            break
+        pid = stat[1]
+        if pid > 1:
+            chain.append(pid)
+    return chain
 
 
 def from_claude(payload: dict[str, Any]) -> bool:
