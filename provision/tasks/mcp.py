@@ -10,8 +10,11 @@ stored spec of every scope:
     project  WORKDIR/.mcp.json → mcpServers.NAME
 
 The plan: absent → ``claude mcp add``; a different spec → ``claude mcp remove`` then ``add``; the
-name in another scope (or a scope we cannot read) → failed, nothing removed. The files are never
-written by us: concurrent claude sessions write ``~/.claude.json`` non-atomically.
+name in another scope (or a scope we cannot read) → failed, nothing removed. Several companions
+share a claude user: a ``tl-rebuild mcp`` server of the same name whose ``--config`` is another
+companion's (not this profile's, nor the path its manifest recorded) → failed, nothing removed.
+The files are never written by us: concurrent claude sessions write ``~/.claude.json``
+non-atomically.
 
 Every claude call runs as the profile's claude user, in the launch workdir, with that user's
 HOME (and CLAUDE_CONFIG_DIR, or none), spelt out in the argv:
@@ -21,6 +24,7 @@ HOME (and CLAUDE_CONFIG_DIR, or none), spelt out in the argv:
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.actions import Action, RunCommand, Task
 from provision.errors import FactError, McpRegistrationError
-from provision.tasks.settings import find_tl_rebuild
+from provision.tasks.settings import find_tl_rebuild, previous_config
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -166,6 +170,7 @@ class McpFacts:
     get: McpGet
     wanted: ServerSpec
     prefix: tuple[str, ...]
+    previous: tuple[str, ...] = ()  # this profile's earlier config path (manifest), if moved
 
     def in_scope(self, scope: str) -> ServerSpec | None:
         return dict(self.stored).get(scope)
@@ -179,6 +184,16 @@ def workdir_of(ctx: Context) -> str | None:
         if isinstance(value, str) and value:
             return value
     return ctx.profile.claude.workdir
+
+
+def _companion_config(spec: ServerSpec | None) -> str | None:
+    """The ``--config`` of a ``tl-rebuild mcp`` server spec (None: not one, or none named)."""
+    if spec is None or not spec.command or not spec.command.endswith("tl-rebuild"):
+        return None
+    args = list(spec.args)
+    if args[:1] != ["mcp"] or "--config" not in args[:-1]:
+        return None
+    return os.path.normpath(args[args.index("--config") + 1])
 
 
 def wanted_spec(tl_rebuild: str, profile: Profile) -> ServerSpec:
@@ -213,7 +228,8 @@ class McpServer(Task):
                                 host.read_bytes(mcp_json), claude_json, mcp_json)
         return McpFacts(profile.mcp_name, profile.mcp_scope, workdir, claude_json, stored,
                         parse_mcp_get(get.rc, get.stdout, get.stderr),
-                        wanted_spec(find_tl_rebuild(host, profile), profile), prefix)
+                        wanted_spec(find_tl_rebuild(host, profile), profile), prefix,
+                        previous_config(host, profile))
 
     def plan(self, facts: McpFacts, ctx: Context) -> list[Action]:
         elsewhere = [scope for scope, _ in facts.stored if scope != facts.scope]
@@ -230,6 +246,12 @@ class McpServer(Task):
         current = facts.in_scope(facts.scope)
         if current == facts.wanted:
             return []
+        owner = _companion_config(current)
+        if owner is not None and owner not in (_companion_config(facts.wanted),
+                                               *facts.previous):
+            raise McpRegistrationError(
+                f"MCP server {facts.name!r} ({facts.scope} scope) belongs to another companion "
+                f"(config {owner!r}); give this profile its own mcp.name, nothing was removed")
         actions: list[Action] = []
         if current is not None:
             actions.append(self._run(facts, ("remove", "--scope", facts.scope, facts.name),

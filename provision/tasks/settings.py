@@ -133,7 +133,7 @@ class StopHook(Task):
                              _warnings(raw, host.read_bytes(MANAGED_SETTINGS)),
                              new_owner, new_dir,
                              profile.hook_enabled if self.present is None else self.present,
-                             profile.install.config_path, _previous_config(host, profile))
+                             profile.install.config_path, previous_config(host, profile))
 
     def _merge(self, facts: SettingsFacts) -> tuple[dict, dict, bool, str]:
         doc = parse_settings(facts.raw, facts.path)
@@ -258,7 +258,7 @@ class StopHookPersists(Task):
         return f"Stop hook still present in {facts.path} after {self.pause:g}s"
 
 
-def _previous_config(host: Host, profile: Profile) -> tuple[str, ...]:
+def previous_config(host: Host, profile: Profile) -> tuple[str, ...]:
     """The config path of the hook the last apply recorded, when it differs (a moved file)."""
     import json
 

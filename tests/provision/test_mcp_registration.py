@@ -101,12 +101,27 @@ def test_claude_runs_as_the_claude_user_with_its_home_and_no_inherited_config_di
     assert claude_prefix(profile, "/usr/bin/claude", "claude")[:2] == ("env", "-u")
 
 
-def _facts(stored, get, scope="user"):
+def _facts(stored, get, scope="user", previous=()):
     from provision.tasks.mcp import McpFacts
 
     wanted = ServerSpec("stdio", "/b/tl-rebuild", ("mcp", "--config", "/c.toml"))
     return McpFacts("threadline", scope, "/w", "/h/.claude.json", stored, get, wanted,
-                    ("env", "HOME=/h", "/usr/bin/claude"))
+                    ("env", "HOME=/h", "/usr/bin/claude"), previous)
+
+
+def test_another_companions_server_of_the_same_name_is_never_replaced():
+    from provision.tasks.mcp import McpGet
+
+    other = ServerSpec("stdio", "/b/tl-rebuild", ("mcp", "--config", "/other.toml"))
+    with pytest.raises(McpRegistrationError, match="belongs to another companion "
+                       "\\(config '/other.toml'\\); give this profile its own mcp.name"):
+        McpServer().plan(_facts((("user", other),), McpGet(True, "user")), None)
+    moved = McpServer().plan(_facts((("user", other),), McpGet(True, "user"),
+                                    previous=("/other.toml",)), None)
+    assert [a.argv[4] for a in moved] == ["remove", "add"]  # this profile's own, moved file
+    upgraded = ServerSpec("stdio", "/old/bin/tl-rebuild", ("mcp", "--config", "/c.toml"))
+    assert [a.argv[4] for a in McpServer().plan(
+        _facts((("user", upgraded),), McpGet(True, "user")), None)] == ["remove", "add"]
 
 
 def test_plan_from_canned_facts_covers_add_replace_ok_and_every_clash():
@@ -237,12 +252,30 @@ def test_engine_reports_would_add_in_check_mode_then_changed_then_ok(sandbox):
 
 @pytest.mark.real_claude
 def test_changed_spec_is_replaced_by_remove_then_add(sandbox):
-    home, _, script, ctx, _ = sandbox
-    _apply(McpServer(), LocalHost(), ctx())
-    _, actions = _apply(McpServer(), LocalHost(), ctx(config_path="/etc/tl/other.toml"))
+    home, _, script, ctx, claude = sandbox
+    added = claude("mcp", "add", "--scope", "user", "threadline", "--", "/old/bin/tl-rebuild",
+                   "mcp", "--config", "/etc/threadline/config.toml")
+    assert added.returncode == 0, added.stderr
+    _, actions = _apply(McpServer(), LocalHost(), ctx())
     assert [a.argv[a.argv.index("mcp") + 1] for a in actions] == ["remove", "add"]
-    assert _claude_json(home)["mcpServers"]["threadline"]["args"] == [
-        "mcp", "--config", "/etc/tl/other.toml"]
+    assert _claude_json(home)["mcpServers"]["threadline"]["command"] == str(script)
+
+
+@pytest.mark.real_claude
+def test_another_companions_server_of_the_same_name_fails_and_is_kept(sandbox):
+    from provision.engine import run_task
+    from provision.result import Status
+
+    home, _, _, ctx, _ = sandbox
+    _apply(McpServer(), LocalHost(), ctx())
+    before = (home / ".claude.json").read_bytes()
+
+    result = run_task(McpServer(), LocalHost(), ctx(config_path="/etc/tl/other.toml"))
+
+    assert result.status is Status.FAILED
+    assert "belongs to another companion (config '/etc/threadline/config.toml')" in \
+        result.message
+    assert (home / ".claude.json").read_bytes() == before
 
 
 @pytest.mark.real_claude
