@@ -221,3 +221,19 @@ def test_another_companions_request_bound_to_this_session_is_neither_run_nor_fai
     assert "another companion" in ignored[0]["reason"]  # type: ignore[index]
     assert host.b.store.read(op_b).state.value == "pending"
     assert (host.a.pid(), host.b.pid()) == (pid_a, pid_b)
+
+
+def test_accept_of_each_companion_judges_its_own_stop_hook_entry(host: Host) -> None:
+    from provision.accept import PASS, run_accept
+
+    host.a.apply()
+    host.b.apply()
+
+    for companion in (host.a, host.b):
+        profile = load_profile(companion.profile)
+        report = run_accept(profile, LocalHost(profile.host), pause=0.0)
+        lines = {line.name: line for line in report.lines}
+        for name in ("hook in settings.json", "hook still present after a pause"):
+            assert lines[name].status == PASS, (companion.name, name, lines[name].evidence)
+        command = lines["hook in settings.json"].evidence["command"]
+        assert str(companion.root / "etc" / "config.toml") in command
