@@ -234,7 +234,8 @@ def register_mcp(machine: Machine, name: str, argv: Sequence[str]) -> None:
 
 
 def install_threadline(machine: Machine, pane: ClaudePane, root: Path,
-                       rebuild: dict[str, Any] | None = None) -> Path:
+                       rebuild: dict[str, Any] | None = None,
+                       mcp_name: str | None = None) -> Path:
     """Install the product the operator's way: a host profile and a real ``tl-provision apply``.
 
     apply introspects the live pane (run claude with its launch argv first), merges the Stop
@@ -262,6 +263,8 @@ def install_threadline(machine: Machine, pane: ClaudePane, root: Path,
     }
     if rebuild:
         profile["rebuild"] = rebuild
+    if mcp_name:  # one per companion when several share this claude user
+        profile["mcp"] = {"name": mcp_name}
     root.mkdir(parents=True, exist_ok=True)
     path = root / "host.yml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
