@@ -153,8 +153,9 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
     ) -> dict[str, Any]:
         """Report the state and timeline of a rebuild operation (default: active, else latest).
 
-        State (pending, scheduled, running, …, activated, failed, rolled_back), worker status and
-        every recorded phase. Nothing is changed.
+        State (pending, scheduled, running, …, activated, failed, rolled_back), worker status,
+        every recorded phase, and for a pending request its age and when it expires (an expired
+        request is cancelled, not carried out). Nothing is changed.
         """
         from runtime import ops
 
