@@ -5,8 +5,10 @@ keeps user-scope servers in ``.claude.json`` → ``mcpServers`` (``$CLAUDE_CONFI
 when that variable is set, else ``$HOME/.claude.json``), local-scope ones in the same file under
 ``projects[<cwd>].mcpServers``, project-scope ones in ``<cwd>/.mcp.json``; local wins over project,
 project over user. A channel named ``plugin:P@M`` is started from the installed plugin's
-``.mcp.json`` (``plugins/installed_plugins.json`` → ``installPath``), with
-``${CLAUDE_PLUGIN_ROOT}`` substituted.
+``.mcp.json`` with ``${CLAUDE_PLUGIN_ROOT}`` substituted; the root is
+``plugins/installed_plugins.json`` → ``installPath``, except for a directory marketplace, whose
+plugins run in place (2.1.328, measured: ``CLAUDE_PLUGIN_ROOT`` is the marketplace folder +
+the entry's relative ``source`` although ``installPath`` names a cache copy).
 
 Claude Code spawns ``command`` + ``args`` directly as its child. What the kernel then shows can
 differ: ``python3`` found through a shim runs as ``/…/bin/python3``; a script runs as
@@ -42,7 +44,8 @@ class ServerSpec:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     scope: str = "user"
-    plugin_root: str | None = None
+    plugin_roots: tuple[str, ...] = ()  # a plugin server: where claude may run it from
+    exec_forms: tuple[tuple[str, ...], ...] = ()  # what a wrapper script execs (script_forms)
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -80,7 +83,7 @@ def expand(value: str, env: Mapping[str, str]) -> str:
 
 
 def _spec(name: str, raw: object, scope: str, env: Mapping[str, str],
-          plugin_root: str | None = None) -> ServerSpec | None:
+          plugin_roots: tuple[str, ...] = ()) -> ServerSpec | None:
     if not isinstance(raw, dict) or raw.get("type", "stdio") != "stdio":
         return None
     command, args, extra = raw.get("command"), raw.get("args") or [], raw.get("env") or {}
@@ -92,7 +95,7 @@ def _spec(name: str, raw: object, scope: str, env: Mapping[str, str],
         name=name, command=expand(command, env),
         args=tuple(expand(str(a), env) for a in args),
         env=tuple(sorted((str(k), expand(str(v), env)) for k, v in extra.items())),
-        scope=scope, plugin_root=plugin_root)
+        scope=scope, plugin_roots=plugin_roots)
 
 
 def _servers(data: Mapping[str, object]) -> dict[str, object]:
@@ -130,12 +133,36 @@ def plugin_root(installed_json: str | None, plugin: str) -> str | None:
     return None
 
 
-def plugin_servers(manifest: str | None, plugin: str, root: str,
+def marketplace_dir(known_json: str | None, plugin: str) -> str | None:
+    """The folder of ``plugin``'s marketplace when it is a directory marketplace, else None."""
+    entry = _load(known_json).get(plugin.rpartition("@")[2])
+    if not isinstance(entry, dict):
+        return None
+    source = entry.get("source")
+    if isinstance(source, dict) and source.get("source") == "directory":
+        location = entry.get("installLocation") or source.get("path")
+        return str(location) if isinstance(location, str) else None
+    return None
+
+
+def in_place_root(marketplace_json: str | None, market_dir: str, plugin: str) -> str | None:
+    """Where a directory marketplace runs ``plugin`` from: its folder + the relative source."""
+    entries = _load(marketplace_json).get("plugins")
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("name") == plugin.partition("@")[0]:
+            source = entry.get("source")
+            if isinstance(source, str) and not os.path.isabs(source):
+                return os.path.normpath(os.path.join(market_dir, source))
+    return None
+
+
+def plugin_servers(manifest: str | None, plugin: str, roots: Sequence[str],
                    env: Mapping[str, str]) -> list[ServerSpec]:
-    """The stdio servers of a plugin's ``.mcp.json``, named ``plugin:P:KEY`` like claude does."""
+    """The stdio servers of a plugin's ``.mcp.json`` (read from ``roots[0]``), named
+    ``plugin:P:KEY`` like claude does; recognised by any of ``roots``."""
     short = plugin.split("@", 1)[0]
-    with_root = {**env, "CLAUDE_PLUGIN_ROOT": root}
-    specs = (_spec(f"plugin:{short}:{key}", raw, "plugin", with_root, root)
+    with_root = {**env, "CLAUDE_PLUGIN_ROOT": roots[0]}
+    specs = (_spec(f"plugin:{short}:{key}", raw, "plugin", with_root, tuple(roots))
              for key, raw in _servers(_load(manifest)).items())
     return [s for s in specs if s is not None]
 
@@ -175,6 +202,42 @@ def _shell_inner(script: str, rest: Sequence[str]) -> tuple[str, ...]:
         else:
             out.append(token)
     return tuple(out)
+
+
+_SHELL_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def script_forms(text: str, args: Sequence[str], env: Mapping[str, str]) -> list[tuple[str, ...]]:
+    """What a wrapper shell script ``exec``s: each ``exec CMD ARGS`` line as an argv.
+
+    ``"$@"`` becomes the script's own arguments, ``$VAR``/``${VAR}`` the environment's value; a
+    line with anything else that only the shell could compute is left out (no guessing).
+    """
+    if not text.startswith("#!") or _base(text[2:].split()[0] if text[2:].split() else "") \
+            not in SHELLS | {"env"}:
+        return []
+    found = []
+    for raw in text.splitlines()[1:]:
+        line = raw.strip()
+        if not line.startswith("exec "):
+            continue
+        try:
+            tokens = shlex.split(line[5:], comments=True)
+        except ValueError:
+            continue
+        argv: list[str] = []
+        for token in tokens:
+            if token == "$@":
+                argv.extend(args)
+                continue
+            value = _SHELL_VAR.sub(lambda m: env.get(m.group(1) or m.group(2), "\0"), token)
+            if "\0" in value or "$" in value or "`" in value:
+                break
+            argv.append(value)
+        else:
+            if argv and not argv[0].startswith("-"):
+                found.append(tuple(argv))
+    return found
 
 
 def spawn_forms(argv: Sequence[str], depth: int = 0) -> list[tuple[str, ...]]:
@@ -237,11 +300,12 @@ def recognise(spec: ServerSpec, procs: Sequence[Proc], session_id: str | None = 
     given and present, the session); a registered server is matched by argv (``spawn_forms``)
     with the registration's own env values present.
     """
-    if spec.plugin_root is not None:
+    if spec.plugin_roots:
         return [p.pid for p in procs if p.environ is not None
-                and _same_path(p.environ.get("CLAUDE_PLUGIN_ROOT"), spec.plugin_root)
+                and any(_same_path(p.environ.get("CLAUDE_PLUGIN_ROOT"), root)
+                        for root in spec.plugin_roots)
                 and _session_agrees(p.environ, session_id)]
-    forms = spawn_forms(spec.argv)
+    forms = [f for start in (spec.argv, *spec.exec_forms) for f in spawn_forms(start)]
     return [p.pid for p in procs
             if any(argv_matches(f, p.argv) for f in forms) and _env_agrees(spec, p.environ)]
 

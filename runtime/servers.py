@@ -10,7 +10,9 @@ skip, never a guess. Evidence holds argv and env *names* only, never env values 
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ from runtime import identity as ident
 
 RUNNING, ABSENT, NOT_VERIFIABLE = "running", "absent", "not_verifiable"
 MAX_CONFIG_BYTES = 16 << 20
+MAX_SCRIPT_BYTES = 64 << 10
 
 
 @dataclass
@@ -76,22 +79,47 @@ def resolve(pid: int, channels: Sequence[str]) -> tuple[list[Expected], dict[str
             found.append(Expected(channel, problem=f"{name!r} is not a stdio server registered in "
                                   f"{str(claude_json)!r} or {cwd!r}/.mcp.json"))
         else:
-            found.append(Expected(channel, [spec]))
+            found.append(Expected(channel, [_with_script(spec, env)]))
     return found, where
+
+
+def _with_script(spec: ch.ServerSpec, env: Mapping[str, str]) -> ch.ServerSpec:
+    """``spec`` plus what its command execs when the command is a wrapper shell script."""
+    path = spec.command if "/" in spec.command else shutil.which(
+        spec.command, path=env.get("PATH"))
+    if not path or not os.path.isfile(path):
+        return spec
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_SCRIPT_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return spec
+    forms = ch.script_forms(text, spec.args, env)
+    return dataclasses.replace(spec, exec_forms=tuple(forms)) if forms else spec
 
 
 def _plugin(channel: str, config_dir: Path, env: Mapping[str, str],
             env_source: str) -> Expected:
     plugin = channel.removeprefix("plugin:")
     installed = config_dir / "plugins" / "installed_plugins.json"
-    root = ch.plugin_root(_read(installed), plugin)
-    if root is None:
+    cached = ch.plugin_root(_read(installed), plugin)
+    roots = [cached] if cached else []
+    market = ch.marketplace_dir(_read(config_dir / "plugins" / "known_marketplaces.json"), plugin)
+    if market:
+        listing = _read(Path(market) / ".claude-plugin" / "marketplace.json")
+        in_place = ch.in_place_root(listing, market, plugin)
+        if in_place:
+            roots.insert(0, in_place)  # claude runs a directory marketplace's plugin in place
+    if not roots:
         return Expected(channel, verifiable=False,
                         problem=f"plugin {plugin!r} has no installPath in {str(installed)!r}")
-    specs = ch.plugin_servers(_read(Path(root) / ".mcp.json"), plugin, root, env)
+    manifest = next((text for root in roots
+                     if (text := _read(Path(root) / ".mcp.json")) is not None), None)
+    specs = ch.plugin_servers(manifest, plugin, roots, env)
     if not specs:
         return Expected(channel, verifiable=False,
-                        problem=f"plugin {plugin!r} declares no stdio server in {root}/.mcp.json")
+                        problem=f"plugin {plugin!r} declares no stdio server in "
+                                f"{roots[0]}/.mcp.json")
     if env_source != "process":
         return Expected(channel, specs, verifiable=False,
                         problem="the new claude's environment is unreadable, so its plugin "

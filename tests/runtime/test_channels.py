@@ -11,11 +11,14 @@ from runtime.channels import (
     ServerSpec,
     argv_matches,
     expand,
+    in_place_root,
+    marketplace_dir,
     outermost,
     plugin_root,
     plugin_servers,
     recognise,
     registrations,
+    script_forms,
     spawn_forms,
 )
 
@@ -67,8 +70,8 @@ def test_a_plugin_server_is_found_from_installed_plugins_and_its_manifest() -> N
     assert plugin_root(installed, "other@mkt") is None
     manifest = json.dumps({"mcpServers": {"telegram": {
         "command": "bun", "args": ["run", "--cwd", "${CLAUDE_PLUGIN_ROOT}", "start"]}}})
-    [spec] = plugin_servers(manifest, "tg@mkt", root, {})
-    assert spec.name == "plugin:tg:telegram" and spec.plugin_root == root
+    [spec] = plugin_servers(manifest, "tg@mkt", [root], {})
+    assert spec.name == "plugin:tg:telegram" and spec.plugin_roots == (root,)
     assert spec.args == ("run", "--cwd", root, "start")
 
 
@@ -106,6 +109,20 @@ def test_wrappers_are_seen_through_env_sh_c_and_uv_run() -> None:
                                               "1"))
 
 
+def test_a_directory_marketplace_runs_its_plugin_in_place() -> None:
+    # known_marketplaces.json and marketplace.json as 2.1.328 wrote / read them (captured).
+    known = json.dumps({"offline-mkt": {"source": {"source": "directory", "path": "/m"},
+                                        "installLocation": "/m", "lastUpdated": "x"}})
+    market = marketplace_dir(known, "tgx@offline-mkt")
+    assert market == "/m" and marketplace_dir(known, "tgx@other") is None
+    listing = json.dumps({"name": "offline-mkt", "plugins": [
+        {"name": "tgx", "source": "./plugins/bridge", "version": "1.0.0"}]})
+    assert in_place_root(listing, market, "tgx@offline-mkt") == "/m/plugins/bridge"
+    github = json.dumps({"m": {"source": {"source": "github", "repo": "a/b"},
+                               "installLocation": "/c/marketplaces/m"}})
+    assert marketplace_dir(github, "p@m") is None
+
+
 def _tree(*rows: tuple[int, int, tuple[str, ...], dict[str, str] | None]) -> list[Proc]:
     return [Proc(pid, ppid, argv, env) for pid, ppid, argv, env in rows]
 
@@ -128,7 +145,7 @@ def test_the_registrations_env_values_must_be_in_the_process_environment() -> No
 
 
 def test_a_plugin_server_is_recognised_by_its_root_and_session_not_by_argv() -> None:
-    spec = ServerSpec("plugin:tg:telegram", "bun", ("start",), plugin_root="/c/tg/1.0.0")
+    spec = ServerSpec("plugin:tg:telegram", "bun", ("start",), plugin_roots=("/c/tg/1.0.0",))
     procs = _tree(
         (20, 1, ("bun", "run", "start"), {"CLAUDE_PLUGIN_ROOT": "/c/tg/1.0.0",
                                            "CLAUDE_CODE_SESSION_ID": "new"}),
@@ -143,3 +160,19 @@ def test_a_plugin_server_is_recognised_by_its_root_and_session_not_by_argv() -> 
     found = recognise(spec, procs, session_id="new")
     assert found == [20, 21]
     assert outermost(found, procs) == [20]
+
+
+def test_a_wrapper_script_that_execs_is_followed_to_what_it_runs() -> None:
+    script = ('#!/bin/sh\n# start the bridge\ncd "$(dirname "$0")"\n'
+              'exec "$PY" /opt/c/server.py --spool /s "$@"\n')
+    forms = script_forms(script, ["--v"], {"PY": "/usr/bin/python3"})
+    assert forms == [("/usr/bin/python3", "/opt/c/server.py", "--spool", "/s", "--v")]
+    spec = ServerSpec("companion", "/opt/c/run.sh", ("--v",), exec_forms=tuple(forms))
+    procs = _tree((30, 1, ("/usr/bin/python3", "/opt/c/server.py", "--spool", "/s", "--v"), {}))
+    assert recognise(spec, procs) == [30]
+
+
+def test_a_script_line_only_the_shell_could_compute_is_not_guessed() -> None:
+    assert script_forms('#!/bin/sh\nexec $(which python3) s.py\n', [], {}) == []
+    assert script_forms('#!/bin/sh\nexec "$UNSET" s.py\n', [], {}) == []
+    assert script_forms('#!/usr/bin/python3\nexec x\n', [], {}) == []
