@@ -123,9 +123,10 @@ def _judge_process(pid: int, identity: str, want: Expectation,
     if want.workdir is not None and not _same_dir(cwd, want.workdir):
         problems.append(f"cwd is {cwd!r}, expected {str(want.workdir)!r}")
     problems.extend(watch.problems())
+    notes = watch.unverifiable()
     if problems:
-        return HealthReport(False, "; ".join(problems), evidence)
-    return HealthReport(True, "healthy", evidence)
+        return HealthReport(False, "; ".join(problems + notes), evidence)
+    return HealthReport(True, "; ".join(["healthy", *notes]), evidence)
 
 
 def _check_pointer(door: Door, want: Expectation) -> HealthReport:
@@ -175,25 +176,31 @@ class ServerWatch:
                     self.seen[channel].append(p)
 
     def running(self) -> bool:
-        return all(f["status"] == srv.RUNNING for f in self.last.values()) and bool(
+        """Every checkable expected channel server runs (unverifiable ones cannot be waited for)."""
+        return all(f["status"] != srv.ABSENT for f in self.last.values()) and bool(
             self.last or not self.channels)
 
     def evidence(self) -> dict[str, Any]:
         return {c: {**f, "seen_pids": self.seen.get(c, [])} for c, f in self.last.items()}
 
     def problems(self) -> list[str]:
-        absent, unknown = [], []
+        """Each expected channel server that does not run (with why): these fail the check."""
+        absent = []
         for channel, found in self.last.items():
-            if found["status"] == srv.NOT_VERIFIABLE:
-                unknown.append(f"{channel} not verifiable: {found['reason']}")
-            elif found["status"] == srv.ABSENT:
+            if found["status"] == srv.ABSENT:
                 gone = self.seen.get(channel)
                 why = found.get("reason") or (
                     f"started as pid {', '.join(map(str, gone))}, then exited" if gone
                     else "no process of its registration below the new claude")
                 absent.append(f"{channel} ({why})")
-        out = ["channel server(s) not running: " + "; ".join(absent)] if absent else []
-        return out + unknown
+        return ["channel server(s) not running: " + "; ".join(absent)] if absent else []
+
+    def unverifiable(self) -> list[str]:
+        """Channels that cannot be checked here: named in the verdict, never a silent pass
+        and never a false "not running"."""
+        return [f"{channel} not verifiable: {found['reason']}"
+                for channel, found in self.last.items()
+                if found["status"] == srv.NOT_VERIFIABLE]
 
 
 def channels_ready(pid: int, channels: Sequence[str], session_id: str | None = None,
@@ -214,7 +221,10 @@ def channels_ready(pid: int, channels: Sequence[str], session_id: str | None = N
     if not ident.alive(pid):
         problems.insert(0, f"claude {pid} is gone")
     evidence = {"pid": pid, "channel_servers": watch.evidence(), "config": watch.where}
-    return HealthReport(not problems, "; ".join(problems) or "ready", evidence)
+    notes = watch.unverifiable()
+    if problems:
+        return HealthReport(False, "; ".join(problems + notes), evidence)
+    return HealthReport(True, "; ".join(["ready", *notes]), evidence)
 
 
 def _same_dir(actual: str | None, expected: Path) -> bool:

@@ -6,11 +6,14 @@ pane on a private tmux server (``tmux -L tl-drill-<id> -f /dev/null``). The real
 transcript are never addressed.
 
 Channel isolation (the drill that stole the Telegram token): the scratch claude keeps every
-channel flag on its argv — that is what the drill checks — but its HOME has no plugins, no MCP
-servers (``mcpServers`` dropped from the copied ``.claude.json``, scratch workdir without
-``.mcp.json``) and a settings.json without hooks, plugins or status line, so no channel server,
-plugin or user hook is started. ``expected_channel_servers`` is emptied in the scratch config
-for the same reason; channel *reachability* is ``--live``'s job.
+channel flag on its argv — that is what the drill checks — but its HOME has no plugins, none of
+the user's MCP servers (scratch workdir without ``.mcp.json``) and a settings.json without
+hooks, plugins or status line, so no real channel server, plugin or user hook is started.
+Instead each expected channel server (``switch.expected_channel_servers``, kept as the
+deployment renders it) is registered under its own name as a harmless stand-in with the same
+argv shape (provision/accept/standins.py), so the drill's health check recognises channels
+exactly as the real switch will — and a deployment where it cannot fails here, with the reason
+(``drill channel servers recognised``). Channel *reachability* is ``--live``'s job.
 
 The drill runs the real path: ``runtime.ops.request`` on the scratch config, then the
 ``tl-rebuild hook-stop`` of settings.json with a Stop payload, whose detached worker switches the
@@ -41,7 +44,7 @@ PHASES = ("scheduled", "worker_spawned", "worker_started", "stable", "frozen", "
 TERMINAL = ("activated", "failed", "cancelled", "rolled_back")
 REQUIRED = ("drill activated", "drill pane pid changed", "drill old transcript byte-identical",
             "drill backup present", "drill channel flags on the new process",
-            "drill timeline complete")
+            "drill channel servers recognised", "drill timeline complete")
 
 
 def drill_stage(scene: Scene, out: Checklist) -> None:
@@ -139,9 +142,35 @@ def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: 
     out.add("drill channel flags on the new process",
             activated and not missing and bool(new_session) and new_session in new_argv,
             {"pid": now, "argv": new_argv, "required": wanted, "missing": missing})
-    phases = [event.get("phase") for event in scratch.events(record.operation_id)]
+    events = scratch.events(record.operation_id)
+    _servers_recognised(scratch, out, events)
+    phases = [event.get("phase") for event in events]
     absent = [phase for phase in PHASES if phase not in phases]
     out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})
+
+
+def _servers_recognised(scratch: Scratch, out: Checklist,
+                        events: list[dict[str, Any]]) -> None:
+    """Every expected channel server was recognised by the switch's own health check."""
+    expected = list(scratch.config().switch.expected_channel_servers)
+    plugins = [c for c in scene_channels(scratch) if c.startswith("plugin:")]
+    health = next((e for e in events if e.get("phase") == "health"), {})
+    found = health.get("channel_servers") or {}
+    status = {name: (found.get(name) or {}).get("status", "not checked") for name in expected}
+    bad = {name: s for name, s in status.items() if s != "running"}
+    reason = health.get("reason", "") if bad else ""
+    out.add("drill channel servers recognised", bool(health) and not bad and
+            not scratch.no_standin,
+            {"expected": expected, "status": status, "health_reason": reason,
+             "standins": list(scratch.standins),
+             "without_standin": dict(scratch.no_standin),
+             "not_drilled": {c: "plugin channel: the scratch installs no plugin; the real "
+                             "switch checks it through installed_plugins.json" for c in plugins}})
+
+
+def scene_channels(scratch: Scratch) -> list[str]:
+    """The deployment's own expected channels (before the scratch dropped plugin ones)."""
+    return list(scratch.real_channels)
 
 
 def _old_transcript(host: Host, scratch: Scratch, out: Checklist, record: Any, before: bytes,

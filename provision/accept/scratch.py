@@ -2,8 +2,10 @@
 
 Everything is written through ``provision.host`` under ``<state_dir>/accept-drill/<id>/``:
 
-    home/                 the scratch claude's HOME (.claude.json without MCP servers,
-                          .claude/settings.json without hooks/plugins/status line)
+    home/                 the scratch claude's HOME (.claude.json whose only MCP servers are
+                          harmless stand-ins of the expected channel servers, same names and
+                          argv shape — provision/accept/standins.py —, .claude/settings.json
+                          without hooks/plugins/status line)
     config/               CLAUDE_CONFIG_DIR, only when the profile sets claude.config_dir
     work/                 the scratch workdir (empty: no .mcp.json, no CLAUDE.md)
     state/                the scratch operations store
@@ -49,11 +51,16 @@ class Scratch:
     socket: str
     env_prefix: tuple[str, ...]
     dropped_servers: tuple[str, ...]
+    standins: tuple[str, ...] = ()
+    no_standin: tuple[tuple[str, str], ...] = ()
+    real_channels: tuple[str, ...] = ()
 
     def evidence(self) -> dict[str, Any]:
         return {"root": self.root, "tmux_socket": self.socket, "target": TARGET,
                 "session": self.session, "transcript_copy": self.transcript,
-                "mcp_servers_not_started": list(self.dropped_servers)}
+                "mcp_servers_not_started": list(self.dropped_servers),
+                "channel_server_standins": list(self.standins),
+                "channels_without_standin": dict(self.no_standin)}
 
     def config(self) -> Config:
         from runtime.config import load_config
@@ -147,12 +154,14 @@ def prepare_scratch(scene: Scene, tag: str) -> Scratch:
     host.ensure_dir(project, 0o700)
     transcript = f"{project}/{source.name}"
     host.write_file(transcript, host.read_bytes(str(source)) or b"", mode=0o600, backup=False)
-    dropped = _write_claude_state(scene, config_dir or home, claude_dir, work)
+    dropped, standins, missing = _write_claude_state(scene, config_dir or home, claude_dir, work)
     config_path = f"{root}/threadline.toml"
     host.write_file(config_path, _scratch_config(scene, project, work, state, tag), mode=0o600,
                     backup=False)
     return Scratch(root, home, config_dir, work, state, config_path, transcript, source.stem,
-                   f"tl-drill-{tag}", tuple(scene.claude_env_prefix(home, config_dir)), dropped)
+                   f"tl-drill-{tag}", tuple(scene.claude_env_prefix(home, config_dir)), dropped,
+                   standins, tuple(sorted(missing.items())),
+                   tuple(config.switch.expected_channel_servers))
 
 
 def _json_of(host: Host, path: str) -> dict[str, Any]:
@@ -163,9 +172,13 @@ def _json_of(host: Host, path: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write_claude_state(scene: Scene, base: str, claude_dir: str, work: str) -> tuple[str, ...]:
+def _write_claude_state(scene: Scene, base: str, claude_dir: str,
+                        work: str) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    from provision.accept.standins import standins
+
     host, spec = scene.host, scene.profile.claude
-    real = _json_of(host, f"{(spec.config_dir or spec.home).rstrip('/')}/.claude.json")
+    real_path = f"{(spec.config_dir or spec.home).rstrip('/')}/.claude.json"
+    real = _json_of(host, real_path)
     dropped = set(real.get("mcpServers") or {})
     for project in (real.get("projects") or {}).values():
         if isinstance(project, dict):
@@ -173,13 +186,23 @@ def _write_claude_state(scene: Scene, base: str, claude_dir: str, work: str) -> 
     state = {k: real[k] for k in CLAUDE_JSON_KEYS if k in real}
     state["projects"] = {work: {"hasTrustDialogAccepted": True,
                                 "hasCompletedProjectOnboarding": True}}
+    config = scene.config
+    workdir = str(config.workdir) if config is not None and config.workdir else ""
+    raw = host.read_bytes(real_path)
+    mcp = host.read_bytes(f"{workdir}/.mcp.json") if workdir else None
+    servers, missing = standins(
+        config.switch.expected_channel_servers if config is not None else (),
+        raw.decode("utf-8", "replace") if raw else None,
+        mcp.decode("utf-8", "replace") if mcp else None, workdir, {"HOME": spec.home})
+    if servers:
+        state["mcpServers"] = servers
     host.write_file(f"{base}/.claude.json", json.dumps(state, indent=2).encode(), mode=0o600,
                     backup=False)
     settings = _json_of(host, spec.settings_path)
     kept = {k: settings[k] for k in SETTINGS_KEYS if k in settings}
     host.write_file(f"{claude_dir}/settings.json", json.dumps(kept, indent=2).encode(),
                     mode=0o600, backup=False)
-    return tuple(sorted(dropped))
+    return tuple(sorted(dropped)), tuple(servers), missing
 
 
 def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str) -> bytes:
@@ -187,7 +210,12 @@ def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str)
     data = tomllib.loads(raw.decode("utf-8"))
     data.update(project_dir=project, workdir=work, state_dir=state)
     switch = data.setdefault("switch", {})
-    switch.update(door="tmux", expected_channel_servers=[], worker_log=f"{state}/worker.log",
+    # The deployment's expected channel servers stay (the scratch has stand-ins of them), but
+    # plugin channels: the scratch installs no plugin (they are listed as not drilled).
+    expected = [c for c in switch.get("expected_channel_servers", [])
+                if not c.startswith("plugin:")]
+    switch.update(door="tmux", worker_log=f"{state}/worker.log",
+                  expected_channel_servers=expected,
                   tmux={"target": TARGET, "socket_name": f"tl-drill-{tag}"})
     switch.pop("systemd", None)
     switch.pop("pointer", None)

@@ -261,3 +261,18 @@ def test_resumed_session_and_stat_parsers() -> None:
     text = "42 (tmux: server) S 1 42 42 0 -1 4194560 " + " ".join(["0"] * 12) + " 98765 0"
     assert parse_stat(text) == ("S", 1, 98765)
     assert parse_stat("garbage") is None
+
+
+def test_a_plugin_channel_that_cannot_be_checked_is_named_not_verifiable_and_does_not_fail(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+) -> None:
+    workdir, sid = session
+    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("v")})
+    children.append(proc)
+    report = health.check(ProcessDoor(proc), want(sid, workdir, window=1.0, channel_servers=(
+        "companion", "plugin:tg@mkt")))
+    assert report.ok, report.reason
+    assert report.reason == ("healthy; plugin:tg@mkt not verifiable: plugin 'tg@mkt' has no "
+                             "installPath in " + repr(str(workdir.parent / "claude config" /
+                                                          "plugins" / "installed_plugins.json")))
+    assert report.evidence["channel_servers"]["plugin:tg@mkt"]["status"] == "not_verifiable"
