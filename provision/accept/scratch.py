@@ -9,7 +9,9 @@ Everything is written through ``provision.host`` under ``<state_dir>/accept-dril
     config/               CLAUDE_CONFIG_DIR, only when the profile sets claude.config_dir
     work/                 the scratch workdir (empty: no .mcp.json, no CLAUDE.md)
     state/                the scratch operations store
+    pointer               pointer door only: the scratch pointer, naming the copied session
     threadline.toml       the real runtime config pointed at the above and the scratch pane
+                          (tmux door) or the scratch pointer (pointer door)
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class Scratch:
     standins: tuple[str, ...] = ()
     no_standin: tuple[tuple[str, str], ...] = ()
     real_channels: tuple[str, ...] = ()
+    door: str = "tmux"
+
+    @property
+    def pointer(self) -> str:
+        return f"{self.root}/pointer"
 
     def evidence(self) -> dict[str, Any]:
         return {"root": self.root, "tmux_socket": self.socket, "target": TARGET,
@@ -108,6 +115,11 @@ class Scratch:
         return host.run([*self.env_prefix, tl_rebuild, "hook-stop", "--config",
                          self.config_path], cwd=self.work, timeout=60, input_text=payload)
 
+    def run_runner_hook(self, host: Host, tl_rebuild: str) -> CommandResult:
+        """The runner's own call between two ``claude -p`` calls: no payload (pointer door)."""
+        return host.run([*self.env_prefix, tl_rebuild, "hook-stop", "--config",
+                         self.config_path], cwd=self.work, timeout=300, input_text="")
+
     def wait_terminal(self, operation_id: str, terminal: tuple[str, ...]) -> Any:
         """Poll the scratch operation until it ends (bounded by the switch timeouts)."""
         from runtime.store import Store
@@ -135,8 +147,12 @@ class Scratch:
         host.run(["rm", "-rf", "--", self.root], timeout=60)
 
 
-def prepare_scratch(scene: Scene, tag: str) -> Scratch:
-    """Create the scratch folders and files for the newest session of the real project."""
+def prepare_scratch(scene: Scene, tag: str, door: str = "tmux") -> Scratch:
+    """Create the scratch folders and files for the newest session of the real project.
+
+    ``door``: ``tmux`` (a private tmux server) or ``pointer`` (a scratch pointer file naming
+    the copied session, for the runner's call).
+    """
     from runtime.paths import encode_project_dir, latest_transcript
 
     host, profile, config = scene.host, scene.profile, scene.config
@@ -156,12 +172,15 @@ def prepare_scratch(scene: Scene, tag: str) -> Scratch:
     host.write_file(transcript, host.read_bytes(str(source)) or b"", mode=0o600, backup=False)
     dropped, standins, missing = _write_claude_state(scene, config_dir or home, claude_dir, work)
     config_path = f"{root}/threadline.toml"
-    host.write_file(config_path, _scratch_config(scene, project, work, state, tag), mode=0o600,
-                    backup=False)
+    host.write_file(config_path, _scratch_config(scene, project, work, state, tag, door,
+                                                 f"{root}/pointer"), mode=0o600, backup=False)
+    if door == "pointer":
+        host.write_file(f"{root}/pointer", f"{source.stem}\n".encode(), mode=0o600,
+                        backup=False)
     return Scratch(root, home, config_dir, work, state, config_path, transcript, source.stem,
                    f"tl-drill-{tag}", tuple(scene.claude_env_prefix(home, config_dir)), dropped,
                    standins, tuple(sorted(missing.items())),
-                   tuple(config.switch.expected_channel_servers))
+                   tuple(config.switch.expected_channel_servers), door)
 
 
 def _json_of(host: Host, path: str) -> dict[str, Any]:
@@ -205,7 +224,8 @@ def _write_claude_state(scene: Scene, base: str, claude_dir: str,
     return tuple(sorted(dropped)), tuple(servers), missing
 
 
-def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str) -> bytes:
+def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str,
+                    door: str = "tmux", pointer: str = "") -> bytes:
     raw = scene.host.read_bytes(scene.profile.install.config_path) or b""
     data = tomllib.loads(raw.decode("utf-8"))
     data.update(project_dir=project, workdir=work, state_dir=state)
@@ -214,11 +234,13 @@ def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str)
     # plugin channels: the scratch installs no plugin (they are listed as not drilled).
     expected = [c for c in switch.get("expected_channel_servers", [])
                 if not c.startswith("plugin:")]
-    switch.update(door="tmux", worker_log=f"{state}/worker.log",
+    switch.update(door=door, worker_log=f"{state}/worker.log",
                   expected_channel_servers=expected,
                   tmux={"target": TARGET, "socket_name": f"tl-drill-{tag}"})
     switch.pop("systemd", None)
     switch.pop("pointer", None)
+    if door == "pointer":
+        switch["pointer"] = {"path": pointer}
     return dump_toml(data).encode()
 
 
