@@ -13,7 +13,7 @@ import pytest
 
 from runtime import health
 from runtime.errors import IdentityConflictError
-from runtime.identity import channel_flags, descendants, parse_stat, resumed_session
+from runtime.identity import channel_flags, cmdline, descendants, parse_stat, resumed_session
 from tests.fixtures.standin_claude import (
     project_dir_for,
     register_server,
@@ -276,3 +276,30 @@ def test_a_plugin_channel_that_cannot_be_checked_is_named_not_verifiable_and_doe
                              "installPath in " + repr(str(workdir.parent / "claude config" /
                                                           "plugins" / "installed_plugins.json")))
     assert report.evidence["channel_servers"]["plugin:tg@mkt"]["status"] == "not_verifiable"
+
+
+def test_the_local_scope_registration_of_the_workdir_is_the_one_recognised(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+) -> None:
+    import json
+
+    workdir, sid = session
+    claude_json = workdir.parent / "claude config" / ".claude.json"
+    register_server(claude_json, "companion", sleeper_argv("user-scope"))
+    data = json.loads(claude_json.read_text())
+    local = {"type": "stdio", "command": sys.executable,
+             "args": ["-c", "import time; time.sleep(60)", "--instance", "local-scope"],
+             "env": {"ROLE": "companion-local"}}
+    data["projects"] = {str(workdir): {"mcpServers": {"companion": local}}}
+    claude_json.write_text(json.dumps(data))
+    proc = start(workdir, ["--resume", sid, *CHANNEL])
+    children.append(proc)
+    wait_for(lambda: descendants(proc.pid), what="the server")
+    report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",)))
+    assert report.ok, report.reason
+    found = report.evidence["channel_servers"]["companion"]
+    assert found["servers"][0]["scope"] == "local"
+    assert found["servers"][0]["env_names"] == ["ROLE"]  # names only, never values
+    assert "companion-local" not in json.dumps(report.evidence)
+    [pid] = found["pids"]
+    assert "local-scope" in (cmdline(pid) or ())
