@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,10 +47,12 @@ def vps(tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> Machine:
 
 
 @pytest.fixture
-def vps_pane(vps: Machine, tmux_server: TmuxServer) -> ClaudePane:
+def vps_pane(vps: Machine, tmux_server: TmuxServer) -> Iterator[ClaudePane]:
     driver = ClaudePane(vps, tmux_server)
-    yield driver  # type: ignore[misc]
-    driver.close()
+    try:
+        yield driver
+    finally:
+        driver.close()
 
 
 def two_channels(pane: ClaudePane) -> None:
