@@ -195,3 +195,33 @@ def test_a_plugin_channel_is_recognised_by_its_install_root_and_session(
         assert not other.ok and f"plugin:{PLUGIN}@{MARKET}" in other.reason
     finally:
         pane.close()
+
+
+def test_a_switch_with_a_plugin_channel_activates_and_checks_the_plugin_server(
+        tmp_path: Path, claude_bin: Path, fake_api: FakeApi, tmux_server: TmuxServer) -> None:
+    """The real worker's health check recognises the plugin's server under the new claude."""
+    machine = prepare_machine(tmp_path / "m", claude_bin, fake_api.url, custom_config_dir=True)
+    install_plugin(machine)
+    plugin = f"plugin:{PLUGIN}@{MARKET}"
+    pane = ClaudePane(machine, tmux_server)
+    flags = [CHANNEL_FLAGS[0], CHANNEL_FLAGS[1], plugin]
+
+    def launch_argv(*extra: str, channel: bool = True, resume: str | None = None,
+                    continue_: bool = False) -> list[str]:
+        argv = [str(claude_bin), *(["--continue"] if continue_ else [])]
+        return argv + (["--resume", resume] if resume else []) + flags + list(extra)
+    pane.launch_argv = launch_argv  # type: ignore[method-assign]
+    try:
+        config, _old = provision_and_launch(pane, fake_api, machine, tmp_path)
+        assert f'"{plugin}"' in config.read_text()  # rendered into expected_channel_servers
+        pane.type_prompt("please PLEASE-REBUILD now")
+        op = wait_terminal(config)
+        assert op["state"] == "activated", (op.get("failure"), pane.capture()[-1500:])
+        pane.pids.add(pane.pane_pid())
+        checked = next(e for e in op["events"] if e["phase"] == "health")
+        found = checked["channel_servers"][plugin]
+        assert found["status"] == "running" and len(found["pids"]) == 1
+        assert checked["channel_servers"][CHANNEL_NAME]["status"] == "running"
+        assert checked["reason"] == "healthy"
+    finally:
+        pane.close()
