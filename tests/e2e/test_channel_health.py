@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,9 +190,14 @@ def test_a_plugin_channel_is_recognised_by_its_install_root_and_session(
         assert environ.get("CLAUDE_PLUGIN_ROOT") == str(plugin_dir)
         assert installed["installPath"] != str(plugin_dir)
         assert environ.get("CLAUDE_CODE_SESSION_ID") == session
-        # Not under this claude: a second claude's plugin server never counts for the first.
-        other = health.channels_ready(os.getpid(), (f"plugin:{PLUGIN}@{MARKET}",),
-                                      session_id=session, window=0.2)
+        # Not under the process asked about: the running plugin server never counts for it.
+        bystander = subprocess.Popen(["sleep", "60"], env=machine.env)
+        try:
+            other = health.channels_ready(bystander.pid, (f"plugin:{PLUGIN}@{MARKET}",),
+                                          session_id=session, window=0.2)
+        finally:
+            bystander.kill()
+            bystander.wait(timeout=10)
         assert not other.ok and f"plugin:{PLUGIN}@{MARKET}" in other.reason
     finally:
         pane.close()
