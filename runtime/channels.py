@@ -32,6 +32,9 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh"})
 # Launchers that run their operand as a child (or exec it): the operand's argv also counts.
 RUNNERS = {"uv": ("run",), "npx": (), "bunx": (), "pnpm": ("exec", "dlx"), "uvx": ()}
+# npm options of ``npx`` / ``npm exec`` that take no value / one value (dropped from its title).
+NPX_FLAGS = frozenset({"-y", "--yes", "--no", "-q", "--quiet", "--no-install", "--"})
+NPX_VALUED = frozenset({"-p", "--package", "-c", "--call", "--prefix", "--registry"})
 MAX_SHEBANG_PREFIX = 2  # interpreter + one optional argument (the kernel passes one)
 
 
@@ -240,11 +243,40 @@ def script_forms(text: str, args: Sequence[str], env: Mapping[str, str]) -> list
     return found
 
 
+def npm_title(argv: Sequence[str]) -> str | None:
+    """The one-token cmdline npm gives itself for ``npx …`` / ``npm exec …`` (measured with
+    npm on node 20: ``npx -y PKG --port 5`` shows ``npm exec PKG --port 5``), or None."""
+    prog = _base(argv[0]) if argv else ""
+    if prog == "npx":
+        rest = list(argv[1:])
+    elif prog == "npm" and len(argv) > 1 and argv[1] in ("exec", "x"):
+        rest = list(argv[2:])
+    else:
+        return None
+    kept: list[str] = []
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        name = token.split("=", 1)[0]
+        if not kept and name in NPX_VALUED:
+            i += 1 if "=" in token else 2
+            continue
+        if not kept and (token in NPX_FLAGS or token.startswith("--yes=")):
+            i += 1
+            continue
+        kept.append(token)
+        i += 1
+    return "npm exec " + " ".join(kept) if kept else None
+
+
 def spawn_forms(argv: Sequence[str], depth: int = 0) -> list[tuple[str, ...]]:
     """``argv`` and the argv of what it runs through known wrappers (env, sh -c, uv run …)."""
     forms = [tuple(argv)]
     if not argv or depth > 3:
         return forms
+    title = npm_title(argv)
+    if title:
+        forms.append((title,))
     prog = _base(argv[0])
     inner: tuple[str, ...] = ()
     if prog == "env":

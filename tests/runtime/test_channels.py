@@ -176,3 +176,14 @@ def test_a_script_line_only_the_shell_could_compute_is_not_guessed() -> None:
     assert script_forms('#!/bin/sh\nexec $(which python3) s.py\n', [], {}) == []
     assert script_forms('#!/bin/sh\nexec "$UNSET" s.py\n', [], {}) == []
     assert script_forms('#!/usr/bin/python3\nexec x\n', [], {}) == []
+
+
+def test_an_npx_server_is_recognised_by_the_title_npm_gives_itself() -> None:
+    # Captured: `npx -y /tmp/hx/npxt --port 5 -v` runs as one cmdline token (npm sets its
+    # process title), its child `sh -c tlnpxt` and grandchild `node …/.bin/tlnpxt`.
+    spec = ServerSpec("notes", "npx", ("-y", "/tmp/hx/npxt", "--port", "5", "-v"))
+    procs = _tree((40, 1, ("npm exec /tmp/hx/npxt --port 5 -v",), {}),
+                  (41, 40, ("sh", "-c", "tlnpxt"), {}),
+                  (42, 1, ("npm exec /tmp/hx/npxt --port 6 -v",), {}))
+    assert recognise(spec, procs) == [40]
+    assert spawn_forms(("npm", "exec", "--package=x", "--", "srv"))[-1] == ("npm exec srv",)
