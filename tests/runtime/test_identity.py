@@ -70,11 +70,14 @@ def test_the_environment_of_a_live_child_is_read_and_its_parent_is_known() -> No
     import sys
 
     from runtime.identity import descendant_pairs, environ
+    from tests.fixtures.tmux import wait_for
 
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                              stdin=subprocess.PIPE, env={**os.environ, "TL_PROBE": "1 2"})
     try:
-        assert (environ(child.pid) or {}).get("TL_PROBE") == "1 2"
+        # Between fork and exec the block is the parent's (or empty): poll for the exec'd one.
+        wait_for(lambda: (environ(child.pid) or {}).get("TL_PROBE") == "1 2",
+                 what="the child's own environment")
         assert (child.pid, os.getpid()) in descendant_pairs(os.getpid())
     finally:
         child.communicate(b"", timeout=10)
