@@ -2,8 +2,12 @@
 
 Within ``healthcheck_seconds`` the new process is alive and stays alive; its argv holds the
 new session id and every channel flag the old process had; its cwd is the workdir; the screen
-shows no "No conversation found"; each expected channel server runs below it. Every finding is
-evidence for the timeline.
+shows no "No conversation found"; each expected channel server runs below it, recognised by
+its registration (runtime/servers.py), waited for within the window and watched until its end
+(a server that starts and then dies is caught). Every finding is evidence for the timeline.
+
+``channels_ready`` is the public question "does this claude run every expected channel server
+now": the restart paths use it to decide that a restart ended ready.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import identity as ident
+from runtime import servers as srv
 from runtime.doors.base import Door
 from runtime.errors import IdentityConflictError
 
@@ -25,6 +30,7 @@ NOT_FOUND = "No conversation found"
 DEV_WARNING = "I am using this for local development"
 DEV_FLAG = "--dangerously-load-development-channels"
 POLL = 0.1
+SERVER_POLL = 0.5
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ def check(door: Door, want: Expectation) -> HealthReport:
     first: str | None = None
     accept = any(flag.startswith(DEV_FLAG) for flag in want.channel_flags)
     confirmed, last_press = 0, 0.0
+    watch: ServerWatch | None = None
     while True:
         try:
             current = door.identity()
@@ -79,10 +86,13 @@ def check(door: Door, want: Expectation) -> HealthReport:
         now = time.monotonic()
         if accept and DEV_WARNING in screen and now - last_press > 1.0 and door.confirm():
             confirmed, last_press = confirmed + 1, now
+        if watch is None or watch.pid != pid:
+            watch = ServerWatch(pid, want.channel_servers, want.session_id)
+        watch.poll()
         if now >= deadline:
             break
         time.sleep(POLL)
-    report = _judge_process(pid, current, want)
+    report = _judge_process(pid, current, want, watch)
     report.evidence["warnings_confirmed"] = confirmed
     if DEV_WARNING in door.screen():
         return HealthReport(False, "claude still waits at the development-channels warning",
@@ -90,16 +100,20 @@ def check(door: Door, want: Expectation) -> HealthReport:
     return report
 
 
-def _judge_process(pid: int, identity: str, want: Expectation) -> HealthReport:
+def _judge_process(pid: int, identity: str, want: Expectation,
+                   watch: ServerWatch | None = None) -> HealthReport:
     argv = ident.cmdline(pid) or ()
     flags = ident.channel_flags(argv)
     missing = [f for f in want.channel_flags if f not in flags]
     cwd = ident.cwd(pid)
-    servers = _servers_below(pid, want.channel_servers)
+    if watch is None:
+        watch = ServerWatch(pid, want.channel_servers, want.session_id)
+    watch.poll(force=True)
+    servers = watch.evidence()
     evidence: dict[str, Any] = {
         "identity": identity, "pid": pid, "argv": list(argv), "cwd": cwd,
         "channel_flags": list(flags), "missing_channel_flags": missing,
-        "channel_servers": servers,
+        "channel_servers": servers, "channel_config": watch.where,
     }
     problems = []
     if want.session_id not in argv:
@@ -108,12 +122,11 @@ def _judge_process(pid: int, identity: str, want: Expectation) -> HealthReport:
         problems.append("missing channel flag(s) " + ", ".join(repr(f) for f in missing))
     if want.workdir is not None and not _same_dir(cwd, want.workdir):
         problems.append(f"cwd is {cwd!r}, expected {str(want.workdir)!r}")
-    absent = [name for name, pids in servers.items() if not pids]
-    if absent:
-        problems.append("channel server(s) not running: " + ", ".join(absent))
+    problems.extend(watch.problems())
+    notes = watch.unverifiable()
     if problems:
-        return HealthReport(False, "; ".join(problems), evidence)
-    return HealthReport(True, "healthy", evidence)
+        return HealthReport(False, "; ".join(problems + notes), evidence)
+    return HealthReport(True, "; ".join(["healthy", *notes]), evidence)
 
 
 def _check_pointer(door: Door, want: Expectation) -> HealthReport:
@@ -134,11 +147,84 @@ def _check_pointer(door: Door, want: Expectation) -> HealthReport:
     return HealthReport(True, "healthy", evidence)
 
 
-def _servers_below(pid: int, names: Sequence[str]) -> dict[str, list[int]]:
-    if not names:
-        return {}
-    below = [(p, " ".join(ident.cmdline(p) or ())) for p in ident.descendants(pid)]
-    return {name: [p for p, line in below if name in line] for name in names}
+class ServerWatch:
+    """The expected channel servers of one claude pid, looked at through the health window."""
+
+    def __init__(self, pid: int, channels: Sequence[str], session_id: str | None) -> None:
+        self.pid, self.session_id = pid, session_id
+        self.channels = tuple(channels)
+        self.expected: list[srv.Expected] | None = None
+        self.where: dict[str, str] = {}
+        self.last: dict[str, dict[str, Any]] = {}
+        self.seen: dict[str, list[int]] = {c: [] for c in self.channels}
+        self.looked_at = 0.0
+
+    def poll(self, force: bool = False) -> None:
+        """Look again (at most every SERVER_POLL seconds unless ``force``)."""
+        if not self.channels:
+            return
+        now = time.monotonic()
+        if not force and now - self.looked_at < SERVER_POLL:
+            return
+        self.looked_at = now
+        if self.expected is None:
+            self.expected, self.where = srv.resolve(self.pid, self.channels)
+        self.last = srv.look(self.pid, self.expected, self.session_id)
+        for channel, found in self.last.items():
+            for p in found["pids"]:
+                if p not in self.seen[channel]:
+                    self.seen[channel].append(p)
+
+    def running(self) -> bool:
+        """Every checkable expected channel server runs (unverifiable ones cannot be waited for)."""
+        return all(f["status"] != srv.ABSENT for f in self.last.values()) and bool(
+            self.last or not self.channels)
+
+    def evidence(self) -> dict[str, Any]:
+        return {c: {**f, "seen_pids": self.seen.get(c, [])} for c, f in self.last.items()}
+
+    def problems(self) -> list[str]:
+        """Each expected channel server that does not run (with why): these fail the check."""
+        absent = []
+        for channel, found in self.last.items():
+            if found["status"] == srv.ABSENT:
+                gone = self.seen.get(channel)
+                why = found.get("reason") or (
+                    f"started as pid {', '.join(map(str, gone))}, then exited" if gone
+                    else "no process of its registration below the new claude")
+                absent.append(f"{channel} ({why})")
+        return ["channel server(s) not running: " + "; ".join(absent)] if absent else []
+
+    def unverifiable(self) -> list[str]:
+        """Channels that cannot be checked here: named in the verdict, never a silent pass
+        and never a false "not running"."""
+        return [f"{channel} not verifiable: {found['reason']}"
+                for channel, found in self.last.items()
+                if found["status"] == srv.NOT_VERIFIABLE]
+
+
+def channels_ready(pid: int, channels: Sequence[str], session_id: str | None = None,
+                   window: float = 5.0) -> HealthReport:
+    """Wait up to ``window`` seconds until claude ``pid`` runs every expected channel server.
+
+    ``ok`` as soon as each one is recognised below ``pid``; otherwise the reason names each
+    missing channel (and "not verifiable: …" where it cannot be told). Evidence per channel.
+    """
+    watch = ServerWatch(pid, channels, session_id)
+    deadline = time.monotonic() + window
+    while True:
+        watch.poll(force=True)
+        if watch.running() or time.monotonic() >= deadline or not ident.alive(pid):
+            break
+        time.sleep(SERVER_POLL)
+    problems = watch.problems() if watch.channels else []
+    if not ident.alive(pid):
+        problems.insert(0, f"claude {pid} is gone")
+    evidence = {"pid": pid, "channel_servers": watch.evidence(), "config": watch.where}
+    notes = watch.unverifiable()
+    if problems:
+        return HealthReport(False, "; ".join(problems + notes), evidence)
+    return HealthReport(True, "; ".join(["ready", *notes]), evidence)
 
 
 def _same_dir(actual: str | None, expected: Path) -> bool:

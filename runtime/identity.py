@@ -73,8 +73,32 @@ def cwd(pid: int) -> str | None:
         return None
 
 
+def environ(pid: int) -> dict[str, str] | None:
+    """The environment ``pid`` started with (``/proc/PID/environ``), or None when unreadable."""
+    try:
+        raw = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    return parse_environ(raw)
+
+
+def parse_environ(raw: bytes) -> dict[str, str]:
+    """``NAME=VALUE`` entries of a NUL-separated environment block (malformed ones skipped)."""
+    found: dict[str, str] = {}
+    for part in raw.split(b"\0"):
+        name, eq, value = part.decode("utf-8", "replace").partition("=")
+        if eq and name:
+            found[name] = value
+    return found
+
+
 def descendants(pid: int) -> list[int]:
     """Every live process below ``pid`` in the process tree."""
+    return [child for child, _parent in descendant_pairs(pid)]
+
+
+def descendant_pairs(pid: int) -> list[tuple[int, int]]:
+    """``(pid, parent pid)`` of every live process below ``pid``, parents first."""
     children: dict[int, list[int]] = {}
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
@@ -82,11 +106,12 @@ def descendants(pid: int) -> list[int]:
         stat = _stat(int(entry.name))
         if stat is not None and stat[0] not in ("Z", "X"):
             children.setdefault(stat[1], []).append(int(entry.name))
-    found: list[int] = []
+    found: list[tuple[int, int]] = []
     todo = [pid]
     while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
+        parent = todo.pop()
+        for child in children.get(parent, []):
+            found.append((child, parent))
             todo.append(child)
     return found
 

@@ -3,7 +3,10 @@
 A worker records its pid and start time and heartbeats. When it is gone (dead, a zombie, a
 reused pid, never recorded within the grace period, or silent far past every timeout), the
 operation is settled by looking at the door: nothing switched → ``failed``; the new session
-runs → ``activated``; the old one runs → ``rolled_back``; anything else → ``failed``. Called
+runs → the worker's own health check (SPEC §4.4: argv, channel flags, cwd, channel servers),
+then ``activated`` when it passes, else the old session is resumed (``rolled_back``, or
+``failed`` when that fails) — never ``activated`` on argv alone; the old one runs →
+``rolled_back``; anything else → ``failed``. Called
 by ``tl-rebuild recover`` and automatically by the next request or Stop, so no operation
 blocks future requests forever.
 
@@ -141,8 +144,7 @@ def reconcile(config: Config, store: Store, op: Operation, why: str) -> Operatio
                        f"{why} in phase {op.state.value!r}; nothing was switched")
     if op.state == State.ACTIVATING:
         if running and running == new_id:
-            facts["identity_after"] = identity
-            return _settle(store, op, State.ACTIVATED, evidence, facts)
+            return _judge_new(config, store, op, evidence, facts, why)
         if running and running == old_id:
             return _settle(store, op, State.ROLLED_BACK, evidence, facts, "worker_lost",
                            f"{why} during activation; the old session {old_id!r} runs")
@@ -155,6 +157,47 @@ def reconcile(config: Config, store: Store, op: Operation, why: str) -> Operatio
     return _settle(store, op, State.FAILED, evidence, facts, "worker_lost",
                    f"{why} in phase {op.state.value!r}; the target runs "
                    f"{running or 'nothing recognisable'!r}")
+
+
+def _judge_new(config: Config, store: Store, op: Operation, evidence: dict[str, Any],
+               facts: dict[str, Any], why: str) -> Operation:
+    """The new session runs: activated only if it passes the worker's health check."""
+    from runtime import health
+    from runtime.rebuild import Rebuild
+
+    job = Rebuild(config, store, op, open_door(config))
+    old_argv = list(op.fact("old_argv", []) or [])
+    before = str(op.fact("identity_before", ""))
+    with _worker_log(config):
+        want = job.expectation(str(op.fact("new_session_id")), before,
+                               job.required_flags(old_argv))
+        report = health.check(job.door, want)
+        job.note("recovered_health", {"ok": report.ok, "reason": report.reason,
+                                      **report.evidence})
+        if report.ok:
+            facts["identity_after"] = report.evidence.get("identity") or evidence["identity"]
+            return _settle(store, job.op, State.ACTIVATED, evidence, facts)
+        job.op = store.update(op.operation_id, phase="recovered",
+                              expect_revision=job.op.revision, facts=facts,
+                              evidence={**evidence, "result": "resuming the old session"})
+        job._resume_old(before, old_argv, f"{why} after the switch; the new session is not "
+                                          f"healthy: {report.reason}")
+    return store.read(op.operation_id)
+
+
+def _worker_log(config: Config) -> Any:
+    """Send the job's log lines to the worker log (stdout is the CLI's JSON)."""
+    import contextlib
+
+    path = config.worker_log_path
+    try:
+        handle = open(path, "a", encoding="utf-8") if path else open(os.devnull, "w")  # noqa: SIM115
+    except OSError:
+        handle = open(os.devnull, "w")  # noqa: SIM115
+    stack = contextlib.ExitStack()
+    stack.enter_context(handle)
+    stack.enter_context(contextlib.redirect_stdout(handle))
+    return stack
 
 
 def _settle(store: Store, op: Operation, target: State, evidence: dict[str, Any],

@@ -1,4 +1,9 @@
-"""``accept --drill``: a full rebuild on an isolated scratch tmux target (SPEC §5.4, §6).
+"""``accept --drill``: a full rebuild on an isolated scratch target (SPEC §5.4, §6).
+
+The drill uses the deployment's own door where that is harmless: a pointer deployment is
+drilled with a scratch pointer file and the runner's own ``tl-rebuild hook-stop`` call (no
+``claude -p`` is run: that would send the conversation to the model); tmux and systemd
+deployments are drilled on a private tmux server (the systemd door itself is not drilled).
 
 The scratch lives in ``<state_dir>/accept-drill/<id>/`` and holds its own HOME, workdir, project
 dir (a 0600 copy of the newest session transcript), state dir and runtime config; the target is a
@@ -6,11 +11,14 @@ pane on a private tmux server (``tmux -L tl-drill-<id> -f /dev/null``). The real
 transcript are never addressed.
 
 Channel isolation (the drill that stole the Telegram token): the scratch claude keeps every
-channel flag on its argv — that is what the drill checks — but its HOME has no plugins, no MCP
-servers (``mcpServers`` dropped from the copied ``.claude.json``, scratch workdir without
-``.mcp.json``) and a settings.json without hooks, plugins or status line, so no channel server,
-plugin or user hook is started. ``expected_channel_servers`` is emptied in the scratch config
-for the same reason; channel *reachability* is ``--live``'s job.
+channel flag on its argv — that is what the drill checks — but its HOME has no plugins, none of
+the user's MCP servers (scratch workdir without ``.mcp.json``) and a settings.json without
+hooks, plugins or status line, so no real channel server, plugin or user hook is started.
+Instead each expected channel server (``switch.expected_channel_servers``, kept as the
+deployment renders it) is registered under its own name as a harmless stand-in with the same
+argv shape (provision/accept/standins.py), so the drill's health check recognises channels
+exactly as the real switch will — and a deployment where it cannot fails here, with the reason
+(``drill channel servers recognised``). Channel *reachability* is ``--live``'s job.
 
 The drill runs the real path: ``runtime.ops.request`` on the scratch config, then the
 ``tl-rebuild hook-stop`` of settings.json with a Stop payload, whose detached worker switches the
@@ -41,7 +49,10 @@ PHASES = ("scheduled", "worker_spawned", "worker_started", "stable", "frozen", "
 TERMINAL = ("activated", "failed", "cancelled", "rolled_back")
 REQUIRED = ("drill activated", "drill pane pid changed", "drill old transcript byte-identical",
             "drill backup present", "drill channel flags on the new process",
-            "drill timeline complete")
+            "drill channel servers recognised", "drill timeline complete")
+REQUIRED_POINTER = ("drill activated", "drill pointer names the new session",
+                    "drill old transcript byte-identical", "drill backup present",
+                    "drill timeline complete")
 
 
 def drill_stage(scene: Scene, out: Checklist) -> None:
@@ -50,20 +61,17 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
     if scene.config is None or scene.manifest is None:
         out.add("drill scratch ready", False, "needs the manifest and the runtime config")
         return
-    if scene.config.switch.door == "pointer":
-        out.add("drill scratch ready", None, "pointer door: the runner's claude -p is not a "
-                "long-lived process; the drill needs a resumable interactive argv")
-        return
+    door = "pointer" if scene.config.switch.door == "pointer" else "tmux"
     scratch: Scratch | None = None
     try:
         with out.guard("drill scratch ready"):
-            scratch = prepare_scratch(scene, uuid.uuid4().hex[:10])
-            out.add("drill scratch ready", True, scratch.evidence())
+            scratch = prepare_scratch(scene, uuid.uuid4().hex[:10], door)
+            out.add("drill scratch ready", True, {**scratch.evidence(), "door": door})
         if scratch is not None:
             with out.guard("drill error"):
-                _rebuild(scene, scratch, out)
+                (_rebuild_pointer if door == "pointer" else _rebuild)(scene, scratch, out)
             named = {line.name for line in out.lines}
-            for name in REQUIRED:
+            for name in REQUIRED_POINTER if door == "pointer" else REQUIRED:
                 if name not in named:
                     out.add(name, False, "not reached: an earlier drill line failed")
     finally:
@@ -100,6 +108,53 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
             {"operation_id": op_id, "state": state, "failure": failure,
              "hook_rc": hook.rc, "scratch": scratch.root})
     _judge(scene, scratch, out, record, before, old_pid, old_argv)
+
+
+def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
+    """Request, then the runner's hook call switches the scratch pointer in the foreground."""
+    from runtime.ops import request
+
+    host = scene.host
+    before = host.read_bytes(scratch.transcript) or b""
+    op = request(scratch.config(), "tl-provision accept --drill", "REBUILD",
+                 session_id=scratch.session, source="accept-drill")
+    op_id = op["operation_id"]
+    switch_started = time.monotonic()
+    hook = scratch.run_runner_hook(host, _tl_rebuild(scene))
+    record = scratch.wait_terminal(op_id, TERMINAL)
+    out.numbers["drill_switch_seconds"] = round(time.monotonic() - switch_started, 2)
+    state = record.state.value
+    out.add("drill activated", state == "activated",
+            {"operation_id": op_id, "state": state,
+             "failure": dict(record.failure) if record.failure else None,
+             "hook_rc": hook.rc, "scratch": scratch.root, "door": "pointer"})
+    new_id = record.fact("new_session_id")
+    named = (host.read_bytes(scratch.pointer) or b"").decode("utf-8", "replace").strip()
+    project = scratch.transcript.rsplit("/", 1)[0]
+    present = bool(new_id) and host.stat(f"{project}/{new_id}.jsonl") is not None
+    out.add("drill pointer names the new session", state == "activated" and named == new_id
+            and present, {"pointer": scratch.pointer, "names": named, "new_session": new_id,
+                          "session_file_present": present})
+    # The runner's call runs the worker in the foreground: no worker_spawned line.
+    _common(scene, scratch, out, record, before,
+            tuple(p for p in PHASES if p != "worker_spawned"))
+
+
+def _common(scene: Scene, scratch: Scratch, out: Checklist, record: Any,
+            before: bytes, wanted: tuple[str, ...] = PHASES) -> None:
+    host = scene.host
+    backup = record.fact("backup") or ""
+    saved = host.read_bytes(backup) if backup else None
+    _old_transcript(host, scratch, out, record, before, saved)
+    found = host.stat(backup) if backup else None
+    out.add("drill backup present",
+            saved is not None and _sha(saved) == record.fact("source_sha256")
+            and found is not None and found.mode == 0o600,
+            {"backup": backup, "mode": oct(found.mode) if found else None,
+             "sha256": _sha(saved)})
+    phases = [event.get("phase") for event in scratch.events(record.operation_id)]
+    absent = [phase for phase in wanted if phase not in phases]
+    out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})
 
 
 def _tl_rebuild(scene: Scene) -> str:
@@ -139,9 +194,35 @@ def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: 
     out.add("drill channel flags on the new process",
             activated and not missing and bool(new_session) and new_session in new_argv,
             {"pid": now, "argv": new_argv, "required": wanted, "missing": missing})
-    phases = [event.get("phase") for event in scratch.events(record.operation_id)]
+    events = scratch.events(record.operation_id)
+    _servers_recognised(scratch, out, events)
+    phases = [event.get("phase") for event in events]
     absent = [phase for phase in PHASES if phase not in phases]
     out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})
+
+
+def _servers_recognised(scratch: Scratch, out: Checklist,
+                        events: list[dict[str, Any]]) -> None:
+    """Every expected channel server was recognised by the switch's own health check."""
+    expected = list(scratch.config().switch.expected_channel_servers)
+    plugins = [c for c in scene_channels(scratch) if c.startswith("plugin:")]
+    health = next((e for e in events if e.get("phase") == "health"), {})
+    found = health.get("channel_servers") or {}
+    status = {name: (found.get(name) or {}).get("status", "not checked") for name in expected}
+    bad = {name: s for name, s in status.items() if s != "running"}
+    reason = health.get("reason", "") if bad else ""
+    out.add("drill channel servers recognised", bool(health) and not bad and
+            not scratch.no_standin,
+            {"expected": expected, "status": status, "health_reason": reason,
+             "standins": list(scratch.standins),
+             "without_standin": dict(scratch.no_standin),
+             "not_drilled": {c: "plugin channel: the scratch installs no plugin; the real "
+                             "switch checks it through installed_plugins.json" for c in plugins}})
+
+
+def scene_channels(scratch: Scratch) -> list[str]:
+    """The deployment's own expected channels (before the scratch dropped plugin ones)."""
+    return list(scratch.real_channels)
 
 
 def _old_transcript(host: Host, scratch: Scratch, out: Checklist, record: Any, before: bytes,

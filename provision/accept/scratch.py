@@ -2,12 +2,16 @@
 
 Everything is written through ``provision.host`` under ``<state_dir>/accept-drill/<id>/``:
 
-    home/                 the scratch claude's HOME (.claude.json without MCP servers,
-                          .claude/settings.json without hooks/plugins/status line)
+    home/                 the scratch claude's HOME (.claude.json whose only MCP servers are
+                          harmless stand-ins of the expected channel servers, same names and
+                          argv shape — provision/accept/standins.py —, .claude/settings.json
+                          without hooks/plugins/status line)
     config/               CLAUDE_CONFIG_DIR, only when the profile sets claude.config_dir
     work/                 the scratch workdir (empty: no .mcp.json, no CLAUDE.md)
     state/                the scratch operations store
+    pointer               pointer door only: the scratch pointer, naming the copied session
     threadline.toml       the real runtime config pointed at the above and the scratch pane
+                          (tmux door) or the scratch pointer (pointer door)
 """
 
 from __future__ import annotations
@@ -49,11 +53,21 @@ class Scratch:
     socket: str
     env_prefix: tuple[str, ...]
     dropped_servers: tuple[str, ...]
+    standins: tuple[str, ...] = ()
+    no_standin: tuple[tuple[str, str], ...] = ()
+    real_channels: tuple[str, ...] = ()
+    door: str = "tmux"
+
+    @property
+    def pointer(self) -> str:
+        return f"{self.root}/pointer"
 
     def evidence(self) -> dict[str, Any]:
         return {"root": self.root, "tmux_socket": self.socket, "target": TARGET,
                 "session": self.session, "transcript_copy": self.transcript,
-                "mcp_servers_not_started": list(self.dropped_servers)}
+                "mcp_servers_not_started": list(self.dropped_servers),
+                "channel_server_standins": list(self.standins),
+                "channels_without_standin": dict(self.no_standin)}
 
     def config(self) -> Config:
         from runtime.config import load_config
@@ -101,6 +115,11 @@ class Scratch:
         return host.run([*self.env_prefix, tl_rebuild, "hook-stop", "--config",
                          self.config_path], cwd=self.work, timeout=60, input_text=payload)
 
+    def run_runner_hook(self, host: Host, tl_rebuild: str) -> CommandResult:
+        """The runner's own call between two ``claude -p`` calls: no payload (pointer door)."""
+        return host.run([*self.env_prefix, tl_rebuild, "hook-stop", "--config",
+                         self.config_path], cwd=self.work, timeout=300, input_text="")
+
     def wait_terminal(self, operation_id: str, terminal: tuple[str, ...]) -> Any:
         """Poll the scratch operation until it ends (bounded by the switch timeouts)."""
         from runtime.store import Store
@@ -128,8 +147,12 @@ class Scratch:
         host.run(["rm", "-rf", "--", self.root], timeout=60)
 
 
-def prepare_scratch(scene: Scene, tag: str) -> Scratch:
-    """Create the scratch folders and files for the newest session of the real project."""
+def prepare_scratch(scene: Scene, tag: str, door: str = "tmux") -> Scratch:
+    """Create the scratch folders and files for the newest session of the real project.
+
+    ``door``: ``tmux`` (a private tmux server) or ``pointer`` (a scratch pointer file naming
+    the copied session, for the runner's call).
+    """
     from runtime.paths import encode_project_dir, latest_transcript
 
     host, profile, config = scene.host, scene.profile, scene.config
@@ -147,12 +170,17 @@ def prepare_scratch(scene: Scene, tag: str) -> Scratch:
     host.ensure_dir(project, 0o700)
     transcript = f"{project}/{source.name}"
     host.write_file(transcript, host.read_bytes(str(source)) or b"", mode=0o600, backup=False)
-    dropped = _write_claude_state(scene, config_dir or home, claude_dir, work)
+    dropped, standins, missing = _write_claude_state(scene, config_dir or home, claude_dir, work)
     config_path = f"{root}/threadline.toml"
-    host.write_file(config_path, _scratch_config(scene, project, work, state, tag), mode=0o600,
-                    backup=False)
+    host.write_file(config_path, _scratch_config(scene, project, work, state, tag, door,
+                                                 f"{root}/pointer"), mode=0o600, backup=False)
+    if door == "pointer":
+        host.write_file(f"{root}/pointer", f"{source.stem}\n".encode(), mode=0o600,
+                        backup=False)
     return Scratch(root, home, config_dir, work, state, config_path, transcript, source.stem,
-                   f"tl-drill-{tag}", tuple(scene.claude_env_prefix(home, config_dir)), dropped)
+                   f"tl-drill-{tag}", tuple(scene.claude_env_prefix(home, config_dir)), dropped,
+                   standins, tuple(sorted(missing.items())),
+                   tuple(config.switch.expected_channel_servers), door)
 
 
 def _json_of(host: Host, path: str) -> dict[str, Any]:
@@ -163,9 +191,13 @@ def _json_of(host: Host, path: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write_claude_state(scene: Scene, base: str, claude_dir: str, work: str) -> tuple[str, ...]:
+def _write_claude_state(scene: Scene, base: str, claude_dir: str,
+                        work: str) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+    from provision.accept.standins import standins
+
     host, spec = scene.host, scene.profile.claude
-    real = _json_of(host, f"{(spec.config_dir or spec.home).rstrip('/')}/.claude.json")
+    real_path = f"{(spec.config_dir or spec.home).rstrip('/')}/.claude.json"
+    real = _json_of(host, real_path)
     dropped = set(real.get("mcpServers") or {})
     for project in (real.get("projects") or {}).values():
         if isinstance(project, dict):
@@ -173,24 +205,42 @@ def _write_claude_state(scene: Scene, base: str, claude_dir: str, work: str) -> 
     state = {k: real[k] for k in CLAUDE_JSON_KEYS if k in real}
     state["projects"] = {work: {"hasTrustDialogAccepted": True,
                                 "hasCompletedProjectOnboarding": True}}
+    config = scene.config
+    workdir = str(config.workdir) if config is not None and config.workdir else ""
+    raw = host.read_bytes(real_path)
+    mcp = host.read_bytes(f"{workdir}/.mcp.json") if workdir else None
+    servers, missing = standins(
+        config.switch.expected_channel_servers if config is not None else (),
+        raw.decode("utf-8", "replace") if raw else None,
+        mcp.decode("utf-8", "replace") if mcp else None, workdir, {"HOME": spec.home})
+    if servers:
+        state["mcpServers"] = servers
     host.write_file(f"{base}/.claude.json", json.dumps(state, indent=2).encode(), mode=0o600,
                     backup=False)
     settings = _json_of(host, spec.settings_path)
     kept = {k: settings[k] for k in SETTINGS_KEYS if k in settings}
     host.write_file(f"{claude_dir}/settings.json", json.dumps(kept, indent=2).encode(),
                     mode=0o600, backup=False)
-    return tuple(sorted(dropped))
+    return tuple(sorted(dropped)), tuple(servers), missing
 
 
-def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str) -> bytes:
+def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str,
+                    door: str = "tmux", pointer: str = "") -> bytes:
     raw = scene.host.read_bytes(scene.profile.install.config_path) or b""
     data = tomllib.loads(raw.decode("utf-8"))
     data.update(project_dir=project, workdir=work, state_dir=state)
     switch = data.setdefault("switch", {})
-    switch.update(door="tmux", expected_channel_servers=[], worker_log=f"{state}/worker.log",
+    # The deployment's expected channel servers stay (the scratch has stand-ins of them), but
+    # plugin channels: the scratch installs no plugin (they are listed as not drilled).
+    expected = [c for c in switch.get("expected_channel_servers", [])
+                if not c.startswith("plugin:")]
+    switch.update(door=door, worker_log=f"{state}/worker.log",
+                  expected_channel_servers=expected,
                   tmux={"target": TARGET, "socket_name": f"tl-drill-{tag}"})
     switch.pop("systemd", None)
     switch.pop("pointer", None)
+    if door == "pointer":
+        switch["pointer"] = {"path": pointer}
     return dump_toml(data).encode()
 
 

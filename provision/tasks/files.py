@@ -189,8 +189,9 @@ def config_context(ctx: Context) -> dict[str, Any]:
     profile, launch = ctx.profile, ctx.launch
     assert launch is not None and ctx.resume_argv is not None and launch.workdir is not None
     flags = launch.channel_flags
+    values = (flag.partition("=")[2] if flag.startswith("--") else flag for flag in flags)
     expected = profile.channels_expected or tuple(
-        value.split(":", 1)[1] for value in flags if value.startswith("server:"))
+        value for value in values if value.startswith(("server:", "plugin:")))
     door = profile.door
     return {
         "managed_mark": MANAGED_MARK, "profile_source": profile.source or "(profile)",
@@ -199,8 +200,8 @@ def config_context(ctx: Context) -> dict[str, Any]:
         "state_dir": profile.install.state_dir, "rebuild": sorted(profile.rebuild.items()),
         "door": door.kind, "resume_argv": list(ctx.resume_argv),
         "launch_argv": list(launch.argv), "channel_flags": list(flags),
-        "expected_channel_servers": [e.removeprefix("server:") for e in expected
-                                     if not e.startswith("plugin:")],
+        # server:NAME → NAME; plugin:P@M kept: the health check finds its installed server.
+        "expected_channel_servers": [e.removeprefix("server:") for e in expected],
         "request_max_age_hours": float(profile.request_max_age_hours),
         "tmux_target": door.tmux_target or "", "tmux_socket_name": door.tmux_socket_name or "",
         "systemd_unit": door.systemd_unit or "",

@@ -14,7 +14,10 @@ Pushes start ``REGISTRATION_GRACE_SECONDS`` after the ``tools/list`` answer: Cla
 registers its channel handler ~10 ms after that answer and drops a notification sent earlier;
 the ``listening`` log line marks the moment pushes are safe.
 
-Run: ``python channel_server.py --spool DIR --replies FILE --log FILE [--name chan]``.
+Run: ``python channel_server.py --spool DIR --replies FILE --log FILE [--exit-after S]``.
+Nothing in that argv names the registration (claude knows the server by the name it was
+registered under). ``--exit-after S``: exit S seconds after starting, every time — a server that
+crashes after start (claude retries once, then gives up).
 The stdlib only: it starts in tens of milliseconds and cannot drift with the SDK.
 """
 
@@ -155,9 +158,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spool", type=Path, required=True)
     parser.add_argument("--replies", type=Path, required=True)
     parser.add_argument("--log", type=Path, required=True)
-    parser.add_argument("--name", default="chan")
+    parser.add_argument("--exit-after", type=float, default=0.0)
     args = parser.parse_args(argv)
-    ChannelServer(args.name, args.spool, args.replies, args.log).serve()
+    server = ChannelServer("tl-e2e-channel", args.spool, args.replies, args.log)
+    if args.exit_after:
+        def crash() -> None:
+            time.sleep(args.exit_after)
+            server.log("crash")
+            os._exit(3)
+        threading.Thread(target=crash, daemon=True).start()
+    server.serve()
     return 0
 
 

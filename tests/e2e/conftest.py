@@ -28,7 +28,7 @@ def fake_api() -> Iterator[FakeApi]:
 
 @pytest.fixture
 def machine(tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> Machine:  # noqa: F811
-    """A temp user machine: onboarding state, settings with a recording Stop hook, chan server."""
+    """A temp user machine: onboarding state, settings with a recording Stop hook, a channel."""
     return prepare_machine(tmp_path / "machine", claude_bin, fake_api.url)
 
 

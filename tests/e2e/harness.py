@@ -15,7 +15,12 @@
   ``CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1`` (else every start tries a git
   clone) and a private ``TMPDIR``;
 - the test channel server (tests/e2e/channel_server.py) registered with the real
-  ``claude mcp add --scope user chan -- python channel_server.py …``.
+  ``claude mcp add --scope user companion -- python channel_server.py --spool … --log …``
+  — its argv does not contain its registration name, like most real channel servers (a
+  ``--name chan`` in it — and "chan" inside "channel_server.py" — once hid a health check
+  that looked for the name in command lines);
+- ``custom_config_dir=True``: claude runs with ``CLAUDE_CONFIG_DIR`` set to a folder outside
+  HOME (``.claude.json`` then lives inside it), like the VPS of issue 10.
 
 ``ClaudePane`` starts interactive claude in a tmux server that the harness itself starts with the
 machine's environment (so ``respawn-pane`` by the product inherits the same environment), accepts
@@ -114,6 +119,7 @@ class Machine:
     root: Path
     claude: Path
     api_url: str
+    custom_config_dir: bool = False
     home: Path = field(init=False)
     workdir: Path = field(init=False)
     spool: Path = field(init=False)
@@ -131,15 +137,19 @@ class Machine:
         # Otherwise each start tries to git-clone the official plugin marketplace (offline: fails).
         self.env["CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL"] = "1"
         self.env["TMPDIR"] = str(self.root / "tmp")
+        if self.custom_config_dir:
+            self.env["CLAUDE_CONFIG_DIR"] = str(self.root / "claude config")
 
     # -- paths -------------------------------------------------------------------------------
     @property
     def claude_dir(self) -> Path:
-        return self.home / ".claude"
+        custom = self.env.get("CLAUDE_CONFIG_DIR")
+        return Path(custom) if custom else self.home / ".claude"
 
     @property
     def user_config(self) -> Path:
-        return self.home / ".claude.json"
+        custom = self.env.get("CLAUDE_CONFIG_DIR")
+        return Path(custom) / ".claude.json" if custom else self.home / ".claude.json"
 
     @property
     def settings_path(self) -> Path:
@@ -195,7 +205,8 @@ class Machine:
 
 
 def write_user_config(machine: Machine) -> None:
-    """Seed ``$HOME/.claude.json`` with the onboarding state (before claude first runs)."""
+    """Seed ``.claude.json`` with the onboarding state (before claude first runs)."""
+    machine.user_config.parent.mkdir(parents=True, exist_ok=True)
     machine.user_config.write_text(json.dumps(onboarding_state(machine.workdir), indent=2))
 
 
@@ -217,11 +228,35 @@ def write_settings(machine: Machine, *, recording_hook: bool = True,
     machine.settings_path.write_text(json.dumps(settings, indent=2))
 
 
+def channel_argv(machine: Machine, *extra: str, tag: str = "") -> list[str]:
+    """The test channel server's argv (``tag``: its own spool/log/replies files)."""
+    spool = machine.spool if not tag else machine.root / f"spool-{tag}"
+    suffix = f"-{tag}" if tag else ""
+    return [sys.executable, str(CHANNEL_SERVER), "--spool", str(spool),
+            "--replies", str(machine.root / f"replies{suffix}.jsonl"),
+            "--log", str(machine.root / f"channel{suffix}.jsonl"), *extra]
+
+
 def register_channel(machine: Machine, name: str = CHANNEL_NAME) -> None:
-    """Register the test channel server with the real ``claude mcp add``."""
-    register_mcp(machine, name, [
-        sys.executable, str(CHANNEL_SERVER), "--name", name, "--spool", str(machine.spool),
-        "--replies", str(machine.replies_path), "--log", str(machine.channel_log)])
+    """Register the test channel server with the real ``claude mcp add`` (no name in argv)."""
+    register_mcp(machine, name, channel_argv(machine))
+
+
+def register_wrapped_channel(machine: Machine, name: str, tag: str) -> Path:
+    """Register a channel started through a wrapper shell script that ``exec``s the server.
+
+    The registration is ``SCRIPT --spool …``: after the exec, no process shows the script or
+    the registration name in its argv. Returns the script path.
+    """
+    argv = channel_argv(machine, tag=tag)
+    script = machine.root / "bin" / "start-bridge"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text("#!/bin/sh\n# a typical wrapper: set up, then hand over\n"
+                      f"cd {shlex.quote(str(machine.root))} || exit 1\n"
+                      f"exec {shlex.quote(argv[0])} {shlex.quote(argv[1])} \"$@\"\n")
+    script.chmod(0o755)
+    register_mcp(machine, name, [str(script), *argv[2:]])
+    return script
 
 
 def register_mcp(machine: Machine, name: str, argv: Sequence[str]) -> None:
@@ -255,7 +290,9 @@ def install_threadline(machine: Machine, pane: ClaudePane, root: Path,
     profile: dict[str, Any] = {
         "host": "e2e-box", "connection": "local",
         "claude": {"user": pwd.getpwuid(os.getuid()).pw_name, "home": str(machine.home),
-                   "binary": str(machine.claude)},
+                   "binary": str(machine.claude),
+                   **({"config_dir": machine.env["CLAUDE_CONFIG_DIR"]}
+                      if "CLAUDE_CONFIG_DIR" in machine.env else {})},
         "door": {"kind": "tmux", "tmux": {"target": pane.target,
                                           "socket_name": pane.tmux.socket_name}},
         "install": {"config_path": str(root / "etc" / "config.toml"),
@@ -277,9 +314,9 @@ def install_threadline(machine: Machine, pane: ClaudePane, root: Path,
 
 
 def prepare_machine(root: Path, claude: Path, api_url: str, *, channel: bool = True,
-                    recording_hook: bool = True) -> Machine:
+                    recording_hook: bool = True, custom_config_dir: bool = False) -> Machine:
     """Build the temp user machine: onboarding state, settings, channel server registered."""
-    machine = Machine(root, claude, api_url)
+    machine = Machine(root, claude, api_url, custom_config_dir)
     write_user_config(machine)
     write_settings(machine, recording_hook=recording_hook)
     if channel:
@@ -397,7 +434,9 @@ class ClaudePane:
         except (RuntimeError, ValueError, subprocess.TimeoutExpired):
             pass
         self.tmux.kill()
-        channel_pids = {int(e["pid"]) for e in self.machine.channel_events("started")}
+        logs = sorted(self.machine.root.glob("channel*.jsonl"))  # tagged channels too
+        channel_pids = {int(e["pid"]) for log in logs for e in read_jsonl(log)
+                        if e.get("event") == "started"}
         for pid in self.pids | channel_pids:
             _terminate(pid, expect=("claude", "channel_server.py"))
 

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-CHANNEL_NAME = "chan"
+# Like the incident's "companion": a word that is in no token of the server's argv (the
+# earlier name "chan" was a substring of "channel_server.py" and hid a substring health check).
+CHANNEL_NAME = "companion"
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -1,8 +1,9 @@
 """``tl-provision accept`` and ``accept --drill`` against the real Claude Code CLI 2.1.328.
 
 The user's machine is the e2e harness's (temp HOME, fake Messages API, the test channel server
-``chan`` registered, interactive claude with ``--continue --dangerously-load-development-channels
-server:chan`` in a private tmux pane), installed by a real ``tl-provision apply`` on a host
+``companion`` registered, interactive claude with ``--continue
+--dangerously-load-development-channels server:companion`` in a private tmux
+pane), installed by a real ``tl-provision apply`` on a host
 profile. accept must pass every line; the drill must rebuild a scratch copy of the conversation
 with the real CLI in its own tmux server while the user's pane, transcript, store and channel
 server are left alone, and leave no process behind.
@@ -88,7 +89,7 @@ def test_accept_and_drill_pass_on_a_provisioned_machine_with_the_real_cli(
     seen = {line.name: line.status for line in report.lines}
     assert report.exit_code == 0, [(x.name, x.evidence) for x in report.failed]
     assert all(seen.get(name) == PASS for name in DRILL), seen
-    assert seen["server channels registered [chan]"] == PASS
+    assert seen["server channels registered [companion]"] == PASS
     assert seen["MCP lists 7 tools"] == PASS
     assert seen["live argv ≡ launch argv"] == PASS
     # the user's claude, transcripts and channel server were left alone
@@ -96,7 +97,7 @@ def test_accept_and_drill_pass_on_a_provisioned_machine_with_the_real_cli(
     assert {p: digest(p) for p in machine.transcripts()} == transcripts
     assert len(machine.channel_events("started")) == channel_starts
     scratch = next(x.evidence for x in report.lines if x.name == "drill scratch ready")
-    assert "chan" in scratch["mcp_servers_not_started"]
+    assert "companion" in scratch["mcp_servers_not_started"]
     assert not Path(scratch["root"]).exists()
     wait_for(lambda: pane.channel_listening(), what="the user's channel still listening")
     # the old scratch claude may append its own bookkeeping when respawn-pane -k ends it

@@ -214,3 +214,38 @@ def test_rendered_runner_from_a_real_apply_switches_on_the_stop_hook_of_claude_p
     for text in ("the first words", "second words", "please PLEASE-REBUILD now",
                  "rebuild registered; it happens after this turn"):
         assert text in request.joined(), text
+
+
+def test_drill_of_a_pointer_deployment_switches_a_scratch_pointer_through_the_runner_hook(
+        tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> None:
+    """``accept --drill`` drills the pointer door itself: a scratch pointer, the runner's hook."""
+    from provision.accept import PASS, run_accept
+    from provision.host import LocalHost
+    from provision.profile import load_profile
+
+    machine = prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
+                              recording_hook=False)
+    first = machine.run_claude(["-p", "the first words"], timeout=120)
+    assert first.returncode == 0, first.stderr
+    _config, _runner = install_pointer(machine, tmp_path / "install")
+    real_pointer = tmp_path / "install" / "state" / "pointer"
+    before = real_pointer.read_bytes() if real_pointer.exists() else None
+    transcripts = {p: p.read_bytes() for p in machine.transcripts()}
+    requests = fake_api.last_index
+    profile = load_profile(tmp_path / "install" / "host.yml")
+
+    report = run_accept(profile, LocalHost(profile.host), drill=True, pause=0.0)
+
+    drill = {line.name: line for line in report.lines if line.stage == "drill"}
+    for name in ("drill scratch ready", "drill activated", "drill pointer names the new session",
+                 "drill old transcript byte-identical", "drill backup present",
+                 "drill timeline complete", "drill no orphans"):
+        assert drill[name].status == PASS, (name, drill[name].evidence)
+    assert drill["drill scratch ready"].evidence["door"] == "pointer"
+    switched = drill["drill pointer names the new session"].evidence
+    assert switched["names"] == switched["new_session"] and switched["session_file_present"]
+    # The real pointer, transcripts and model were never touched (no claude -p was run).
+    assert (real_pointer.read_bytes() if real_pointer.exists() else None) == before
+    assert {p: p.read_bytes() for p in machine.transcripts()} == transcripts
+    assert fake_api.last_index == requests
+    assert not Path(drill["drill scratch ready"].evidence["root"]).exists()

@@ -1,6 +1,6 @@
 """Scenario 1: a full rebuild through the tmux door, with the real Claude Code CLI 2.1.328.
 
-Interactive ``claude --continue --dangerously-load-development-channels server:chan`` runs in a
+Interactive ``claude --continue --dangerously-load-development-channels server:companion`` runs in a
 private tmux pane. The conversation has typed prompts, a prompt typed while the assistant is
 busy, channel messages, a channel reply and a tool call with a big result. The model (the fake
 API) calls ``thread_rebuild_request`` through the real ``tl-rebuild mcp``; the real Stop hook
@@ -203,7 +203,7 @@ def test_resume_argv_without_the_channel_flag_is_refused_and_the_old_session_res
 
     assert op["state"] == "rolled_back", op
     assert op["failure"]["code"] == "unhealthy"
-    assert "missing channel flag(s) '--dangerously-load-development-channels server:chan'" \
+    assert "missing channel flag(s) '--dangerously-load-development-channels server:companion'" \
         in op["failure"]["message"]
     health = next(e for e in op["events"] if e["phase"] == "health")
     assert health["ok"] is False

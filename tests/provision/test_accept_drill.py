@@ -36,7 +36,8 @@ sys.exit(main(sys.argv[1:]))
 """
 DRILL = ("drill scratch ready", "drill old claude running", "drill activated",
          "drill pane pid changed", "drill old transcript byte-identical", "drill backup present",
-         "drill channel flags on the new process", "drill timeline complete", "drill no orphans")
+         "drill channel flags on the new process", "drill channel servers recognised",
+         "drill timeline complete", "drill no orphans")
 
 
 @pytest.fixture
@@ -86,6 +87,11 @@ def test_drill_activates_a_scratch_copy_and_leaves_the_real_session_alone(
     flags = evidence(report, "drill channel flags on the new process")
     assert "--dangerously-load-development-channels server:companion" in flags["required"]
     assert "--channels plugin:telegram@claude-plugins-official" in flags["required"]
+    # The switch's own health check recognised the stand-in of `companion` (registered in the
+    # real HOME as /bin/cat, which never ran in the scratch); the plugin is named, not drilled.
+    servers = evidence(report, "drill channel servers recognised")
+    assert servers["status"] == {"companion": "running"} and servers["standins"] == ["companion"]
+    assert list(servers["not_drilled"]) == ["plugin:telegram@claude-plugins-official"]
     # the real target, transcripts and store were never touched; the scratch is gone
     assert installed.tmux.pane_pid(installed.target) == real_pid
     assert {p: digest(p) for p in transcripts} == before
@@ -112,6 +118,29 @@ def test_drill_with_a_deaf_resume_argv_is_not_activated(installed: Deployment) -
     kept = Path(evidence(report, "drill scratch ready")["root"])
     assert kept.is_dir()  # kept for the post-mortem when a drill line failed
     assert scratch_processes(kept) == []
+
+
+def test_drill_fails_with_the_reason_when_a_channel_server_is_not_where_claude_reads_it(
+        installed: Deployment) -> None:  # noqa: F811
+    # `companion` registered for another directory only: the claude in the workdir never
+    # starts it, so every real switch would roll back. The drill must say so first.
+    import json
+
+    path = installed.home / ".claude.json"
+    data = json.loads(path.read_text())
+    spec = data["mcpServers"].pop("companion")
+    data.setdefault("projects", {})["/somewhere/else"] = {"mcpServers": {"companion": spec}}
+    path.write_text(json.dumps(data))
+    report = accept(installed, drill=True)
+    lines = drill_lines(report)
+    assert lines["drill activated"] == FAIL
+    assert lines["drill channel servers recognised"] == FAIL
+    found = evidence(report, "drill channel servers recognised")
+    assert found["status"] == {"companion": "absent"}
+    assert "channel server(s) not running: companion ('companion' is not a stdio server " \
+        "registered in" in found["health_reason"]
+    assert "companion" in found["without_standin"]
+    assert scratch_processes(Path(evidence(report, "drill scratch ready")["root"])) == []
 
 
 def test_cleanup_kills_and_lists_a_process_left_behind_in_the_scratch(

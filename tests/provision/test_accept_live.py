@@ -55,11 +55,11 @@ def test_expected_channels_come_from_the_channel_flags(tmp_path: Path) -> None:
 
 
 def _wire_pane(d: Deployment) -> None:
-    """Restart the pane's claude with the hook and a companion server, as claude would run."""
+    """Restart the pane's claude with the hook; it starts its registered servers like claude."""
     hook = next(h["command"] for g in json.loads(d.settings.read_text())["hooks"]["Stop"]
                 for h in g["hooks"] if "tl-rebuild" in h["command"])
-    for key, value in (("HOME", str(d.home)), ("STANDIN_HOOK", hook),
-                       ("STANDIN_SERVERS", "companion")):
+    # The stand-in starts `companion` from its registration in HOME/.claude.json (ready).
+    for key, value in (("HOME", str(d.home)), ("STANDIN_HOOK", hook)):
         d.tmux.cmd("set-environment", "-g", key, value)
     d.tmux.cmd("set-environment", "-gu", "CLAUDE_CONFIG_DIR")
     d.tmux.cmd("respawn-pane", "-k", "-t", d.target, "-c", str(d.workdir),

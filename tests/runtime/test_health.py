@@ -13,8 +13,13 @@ import pytest
 
 from runtime import health
 from runtime.errors import IdentityConflictError
-from runtime.identity import channel_flags, descendants, parse_stat, resumed_session
-from tests.fixtures.standin_claude import project_dir_for, write_transcript
+from runtime.identity import channel_flags, cmdline, descendants, parse_stat, resumed_session
+from tests.fixtures.standin_claude import (
+    project_dir_for,
+    register_server,
+    sleeper_argv,
+    write_transcript,
+)
 from tests.fixtures.tmux import wait_for
 
 CHANNEL = ("--dangerously-load-development-channels", "server:companion")
@@ -52,14 +57,21 @@ def session(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     workdir = tmp_path / "wd"
     workdir.mkdir()
     sid = "5e551011-0000-4000-8000-000000000001"
-    write_transcript(project_dir_for(str(workdir)) / f"{sid}.jsonl", sid, str(workdir),
+    config = str(tmp_path / "claude config")  # a non-default CLAUDE_CONFIG_DIR, as on the VPS
+    write_transcript(project_dir_for(str(workdir), config) / f"{sid}.jsonl", sid, str(workdir),
                      [("hi", "hello")])
     yield workdir, sid
 
 
-def start(workdir: Path, argv: Sequence[str], servers: str = "") -> subprocess.Popen[bytes]:
+def start(workdir: Path, argv: Sequence[str],
+          servers: dict[str, list[str]] | None = None, **extra_env: str
+          ) -> subprocess.Popen[bytes]:
+    """The stand-in claude with its own CLAUDE_CONFIG_DIR, where ``servers`` are registered."""
     script = Path(__file__).parents[1] / "fixtures" / "standin_claude.py"
-    env = {**os.environ, "STANDIN_SERVERS": servers}
+    config = workdir.parent / "claude config"
+    for name, server_argv in (servers or {}).items():
+        register_server(config / ".claude.json", name, server_argv)
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config), **extra_env}
     return subprocess.Popen([sys.executable, str(script), *argv], cwd=workdir, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 
@@ -85,13 +97,13 @@ def test_a_live_process_with_session_flags_cwd_and_servers_is_healthy(
     session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers="companion")
+    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("a")})
     children.append(proc)
     wait_for(lambda: descendants(proc.pid), what="channel server child")
     report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",)))
     assert report.ok, report.reason
     assert report.evidence["pid"] == proc.pid and report.evidence["cwd"] == str(workdir)
-    assert report.evidence["channel_servers"]["companion"]
+    assert report.evidence["channel_servers"]["companion"]["pids"] == descendants(proc.pid)
 
 
 def test_a_missing_channel_flag_is_the_deaf_process_and_unhealthy(
@@ -153,7 +165,78 @@ def test_an_expected_channel_server_that_is_not_running_is_unhealthy(
     proc = start(workdir, ["--resume", sid, *CHANNEL])
     children.append(proc)
     report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("telegram",)))
-    assert not report.ok and "not running: telegram" in report.reason
+    assert not report.ok and "not running: telegram ('telegram' is not a stdio server " \
+        "registered in" in report.reason
+
+
+def test_a_server_whose_argv_lacks_its_name_is_recognised_by_its_registration(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+) -> None:
+    workdir, sid = session
+    server = sleeper_argv("x1")
+    assert not any("companion" in token for token in server)  # the incident's shape
+    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": server})
+    children.append(proc)
+    report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",)))
+    assert report.ok, report.reason
+    found = report.evidence["channel_servers"]["companion"]
+    assert found["status"] == "running" and found["servers"][0]["argv"] == server
+    assert report.evidence["channel_config"]["claude_json"].endswith("/.claude.json")
+
+
+def test_a_process_that_only_mentions_the_name_or_runs_outside_claude_does_not_count(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    workdir, sid = session
+    registered = [sys.executable, "-c", "import time; time.sleep(60)", "--role", "channel"]
+    outside = subprocess.Popen(registered)  # the registered argv, but not under the new claude
+    children.append(outside)  # type: ignore[arg-type]
+    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={
+        "companion": [str(tmp_path / "missing" / "server"), "--role", "channel"],
+        "helper": sleeper_argv("companion")})  # mentions the name in its argv
+    children.append(proc)
+    wait_for(lambda: descendants(proc.pid), what="the helper server")
+    report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",)))
+    assert not report.ok and "channel server(s) not running: companion" in report.reason
+    assert report.evidence["channel_servers"]["companion"]["pids"] == []
+
+
+def test_a_server_that_exits_after_starting_is_caught(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+) -> None:
+    workdir, sid = session
+    crashing = [sys.executable, "-c", "import time; time.sleep(0.4)", "--role", "channel"]
+    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": crashing})
+    children.append(proc)
+    wait_for(lambda: descendants(proc.pid), what="the server to start")
+    report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",),
+                                                  window=1.5))
+    assert not report.ok and "then exited" in report.reason
+
+
+def test_channels_ready_waits_for_a_server_that_starts_late(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+) -> None:
+    workdir, sid = session
+    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("l")},
+                 STANDIN_SERVER_DELAY="1.0")
+    children.append(proc)
+    assert not descendants(proc.pid)  # not there at the first look
+    report = health.channels_ready(proc.pid, ("server:companion",), window=20)
+    assert report.ok, report.reason
+    assert report.evidence["channel_servers"]["server:companion"]["pids"] == descendants(proc.pid)
+
+
+def test_channels_ready_names_what_is_missing_when_the_window_ends(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+) -> None:
+    workdir, sid = session
+    proc = start(workdir, ["--resume", sid, *CHANNEL])
+    children.append(proc)
+    report = health.channels_ready(proc.pid, ("companion", "plugin:tg@mkt"), window=0.5)
+    assert not report.ok
+    assert "not running: companion" in report.reason
+    assert "plugin:tg@mkt not verifiable: plugin 'tg@mkt' has no installPath" in report.reason
 
 
 @pytest.mark.parametrize(
@@ -178,3 +261,45 @@ def test_resumed_session_and_stat_parsers() -> None:
     text = "42 (tmux: server) S 1 42 42 0 -1 4194560 " + " ".join(["0"] * 12) + " 98765 0"
     assert parse_stat(text) == ("S", 1, 98765)
     assert parse_stat("garbage") is None
+
+
+def test_a_plugin_channel_that_cannot_be_checked_is_named_not_verifiable_and_does_not_fail(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+) -> None:
+    workdir, sid = session
+    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("v")})
+    children.append(proc)
+    report = health.check(ProcessDoor(proc), want(sid, workdir, window=1.0, channel_servers=(
+        "companion", "plugin:tg@mkt")))
+    assert report.ok, report.reason
+    assert report.reason == ("healthy; plugin:tg@mkt not verifiable: plugin 'tg@mkt' has no "
+                             "installPath in " + repr(str(workdir.parent / "claude config" /
+                                                          "plugins" / "installed_plugins.json")))
+    assert report.evidence["channel_servers"]["plugin:tg@mkt"]["status"] == "not_verifiable"
+
+
+def test_the_local_scope_registration_of_the_workdir_is_the_one_recognised(
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+) -> None:
+    import json
+
+    workdir, sid = session
+    claude_json = workdir.parent / "claude config" / ".claude.json"
+    register_server(claude_json, "companion", sleeper_argv("user-scope"))
+    data = json.loads(claude_json.read_text())
+    local = {"type": "stdio", "command": sys.executable,
+             "args": ["-c", "import time; time.sleep(60)", "--instance", "local-scope"],
+             "env": {"ROLE": "companion-local"}}
+    data["projects"] = {str(workdir): {"mcpServers": {"companion": local}}}
+    claude_json.write_text(json.dumps(data))
+    proc = start(workdir, ["--resume", sid, *CHANNEL])
+    children.append(proc)
+    wait_for(lambda: descendants(proc.pid), what="the server")
+    report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",)))
+    assert report.ok, report.reason
+    found = report.evidence["channel_servers"]["companion"]
+    assert found["servers"][0]["scope"] == "local"
+    assert found["servers"][0]["env_names"] == ["ROLE"]  # names only, never values
+    assert "companion-local" not in json.dumps(report.evidence)
+    [pid] = found["pids"]
+    assert "local-scope" in (cmdline(pid) or ())

@@ -55,3 +55,30 @@ def test_liveness_needs_the_same_start_time_and_no_zombie() -> None:
 def test_the_resume_template_names_the_session_in_every_token() -> None:
     assert format_argv(["claude", "--resume", "{session_id}", "-x"], "abc") == (
         "claude", "--resume", "abc", "-x")
+
+
+def test_an_environment_block_is_parsed_and_malformed_entries_are_skipped() -> None:
+    from runtime.identity import parse_environ
+
+    raw = b"HOME=/h\0CLAUDE_CONFIG_DIR=/c d\0A=b=c\0junk\0=x\0\0"
+    assert parse_environ(raw) == {"HOME": "/h", "CLAUDE_CONFIG_DIR": "/c d", "A": "b=c"}
+
+
+def test_the_environment_of_a_live_child_is_read_and_its_parent_is_known() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from runtime.identity import descendant_pairs, environ
+    from tests.fixtures.tmux import wait_for
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE, env={**os.environ, "TL_PROBE": "1 2"})
+    try:
+        # Between fork and exec the block is the parent's (or empty): poll for the exec'd one.
+        wait_for(lambda: (environ(child.pid) or {}).get("TL_PROBE") == "1 2",
+                 what="the child's own environment")
+        assert (child.pid, os.getpid()) in descendant_pairs(os.getpid())
+    finally:
+        child.communicate(b"", timeout=10)
+    assert environ(child.pid) is None

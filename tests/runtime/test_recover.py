@@ -81,6 +81,39 @@ def test_worker_killed_after_resuming_the_old_session_is_recovered_as_rolled_bac
     assert world.old_session in (identity.cmdline(tmux_server.pane_pid(world.target)) or ())
 
 
+def test_recovery_after_the_switch_resumes_the_old_session_when_the_new_one_is_deaf(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    # The configured resume argv lost the channel flag: the new claude names the new session
+    # in its argv but would never hear the channel again. Recovery must not call it activated.
+    world = tmux_world(tmp_path, tmux_server, resume_channels=())
+    world.start_pane(tmux_server)
+    op_id = kill_worker_at(world, "switched")
+    new_id = world.store.read(op_id).fact("new_session_id")
+    assert new_id in (identity.cmdline(tmux_server.pane_pid(world.target)) or ())
+    result = ops.recover(world.config)
+    assert result["state"] == "rolled_back", result
+    op = world.store.read(op_id)
+    assert op.failure is not None and op.failure["code"] == "unhealthy"
+    assert "missing channel flag" in op.failure["message"]
+    assert op.fact("resumed_healthy") is True  # the old session came back with its flag
+    argv = identity.cmdline(tmux_server.pane_pid(world.target)) or ()
+    assert world.old_session in argv and "server:companion" in argv
+    phases = world.events(op_id)
+    assert phases.index("recovered_health") < phases.index("resumed_old")
+
+
+def test_recovery_after_the_switch_checks_the_channel_servers_too(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",))
+    world.start_pane(tmux_server)
+    op_id = kill_worker_at(world, "switched")
+    assert ops.recover(world.config)["state"] == "activated"
+    health = [e for e in world.store.events(op_id) if e["phase"] == "recovered_health"][0]
+    assert health["ok"] and health["channel_servers"]["companion"]["status"] == "running"
+
+
 def test_worker_killed_during_a_rollback_is_recovered_from_what_runs(
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
