@@ -3,7 +3,9 @@
 ``Layout`` turns carried utterances into ``user``/``assistant`` events: deterministic ids
 (uuid5 of session, position and source uuid), a linear parent chain, the source's own
 timestamp/cwd/version/gitBranch/userType, only text blocks (a stamp or summary mark is a
-separate leading block), a valid timestamp and a version on every item.
+separate leading block), a valid timestamp and a version on every item, and the carry mark
+(``runtime.speech.MARK_KEY``: the item's kind and the leading block Threadline added) that lets
+the next rebuild read the item back as what it was.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import hashlib
 import uuid
 from typing import Any, NamedTuple
 
-from runtime.speech import Utterance
+from runtime.speech import MARK_KEY, Utterance, carry_mark
 
 NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
 _NS_BYTES = NAMESPACE.bytes
@@ -143,11 +145,14 @@ class Layout:
         if utt.role == "user":
             item["message"] = {"role": "user", "content": blocks}
             item["isMeta"] = False
+            if type(utt.origin) is dict:  # where a channel message came from, as the source says
+                item["origin"] = utt.origin
             self._last_message = None
         else:
             item["message"] = self._assistant_message(utt, blocks, item_id)
         item["uuid"] = item_id
         item["timestamp"] = timestamp
+        item[MARK_KEY] = carry_mark(utt.kind, blocks[0]["text"] if len(blocks) > 1 else None)
         return item
 
     def _assistant_message(

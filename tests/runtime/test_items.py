@@ -53,7 +53,7 @@ def test_stamp_turns_false_carries_the_utterance_alone(tmp_path: Path) -> None:
     assert built.items[0]["message"]["content"] == [{"type": "text", "text": "question 0"}]
 
 
-def test_source_fields_are_kept_and_runtime_fields_dropped(tmp_path: Path) -> None:
+def test_source_fields_and_channel_origin_are_kept_runtime_fields_dropped(tmp_path: Path) -> None:
     t = Transcript()
     t.common.update(cwd="/srv/wo.rk", version="2.1.300", gitBranch="feature/x", userType="ext")
     t.channel("ping")
@@ -69,7 +69,8 @@ def test_source_fields_are_kept_and_runtime_fields_dropped(tmp_path: Path) -> No
         "ext",
     )
     assert human["isMeta"] is False and human["isSidechain"] is False
-    assert "origin" not in human and "toolUseResult" not in human
+    assert human["origin"] == source["origin"] == {"kind": "channel", "server": "companion"}
+    assert "toolUseResult" not in human
     assert "requestId" not in reply
     assert reply["message"]["usage"] == {"input_tokens": 0, "output_tokens": 0}
     assert reply["message"]["content"] == [{"type": "text", "text": "pong"}]
