@@ -219,6 +219,20 @@ def write(build: Build, directory: Path) -> Path:
     return target
 
 
+def write_manifest(build: Build, path: Path) -> str:
+    """Write ``build``'s manifest as JSONL at ``path`` (atomic, 0600); return its SHA-256."""
+    import hashlib
+
+    from runtime import proc
+    from runtime.items import manifest_jsonl
+
+    if len(build.manifest) != build.item_count:
+        raise ValueError("a build made with lay_out=False has no manifest")
+    data = manifest_jsonl(build.manifest)
+    proc.atomic_write(Path(path), data, mode=0o600)
+    return hashlib.sha256(data).hexdigest()
+
+
 def _turn_stamp(turn: Turn) -> str | None:
     for utt in turn.items:
         if utt.role == "user" and utt.timestamp:

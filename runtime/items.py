@@ -14,6 +14,8 @@ import hashlib
 import uuid
 from typing import Any, NamedTuple
 
+import orjson
+
 from runtime.speech import MARK_KEY, Utterance, carry_mark
 
 NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
@@ -56,6 +58,13 @@ class ManifestEntry(NamedTuple):
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self._asdict())
+
+
+def manifest_jsonl(manifest: Any) -> bytes:
+    """The manifest as JSONL, one entry per item in order (digests and ids, no speech text)."""
+    return b"".join(
+        orjson.dumps(entry.as_dict(), option=orjson.OPT_SORT_KEYS) + b"\n" for entry in manifest
+    )
 
 
 class Layout:

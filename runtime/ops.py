@@ -109,8 +109,13 @@ def _summary(store: Store, op: Operation) -> dict[str, Any]:
     }
 
 
-def status(config: Config, operation_id: str | None = None) -> dict[str, Any]:
-    """The full record and timeline of one operation (default: the active, else the latest)."""
+def status(config: Config, operation_id: str | None = None,
+           manifest: bool = False) -> dict[str, Any]:
+    """The full record and timeline of one operation (default: the active, else the latest).
+
+    With ``manifest`` the operation's kept per-item manifest is added, after its digest was
+    checked against the record.
+    """
     store = _store(config)
     op: Operation | None
     if operation_id:
@@ -123,7 +128,29 @@ def status(config: Config, operation_id: str | None = None) -> dict[str, Any]:
     out["worker_status"] = worker_state(config, store, op)
     out["heartbeat_age_s"] = _round(store.heartbeat_age(op.operation_id))
     out["events"] = store.events(op.operation_id)
+    if manifest:
+        out["manifest"] = read_manifest(op)
     return out
+
+
+def read_manifest(op: Operation) -> list[dict[str, Any]]:
+    """The manifest kept with ``op``, checked against the digest in its record."""
+    import hashlib
+
+    path, digest = op.fact("manifest"), op.fact("manifest_sha256")
+    if not path or not digest:
+        raise StoreError(f"operation {op.operation_id!r} kept no manifest (it never built a "
+                         "candidate, or predates kept manifests)")
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise StoreError(f"manifest {path!r} of operation {op.operation_id!r} cannot be read: "
+                         f"{exc.strerror}") from exc
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != digest:
+        raise StoreError(f"manifest {path!r} of operation {op.operation_id!r} has digest "
+                         f"{actual}, the record says {digest}")
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
 def list_operations(config: Config) -> list[dict[str, Any]]:
