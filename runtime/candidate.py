@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from runtime.audit import Recognised, audit
 from runtime.config import Config
 from runtime.dirty import Ledger
 from runtime.errors import BlockedError, NothingToCarryError
@@ -86,6 +87,9 @@ def build(
     session = new_session_id or str(uuid.uuid4())
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
     plan = _select(sink, turns, stamps, config)
+    second = audit(Path(source), _recognised(sink, turns), frozenset(knobs.reply_chat_ids))
+    if plan.blocked is None and second.reason() is not None:
+        plan = replace(plan, blocked=second.reason())
     layout = _lay_out(Layout(session), sink.startup, turns, stamps, plan)
     items, manifest = layout.finish() if lay_out else ([], [])
     return Build(
@@ -98,7 +102,8 @@ def build(
         read=read,
         ledger=ledger,
         counts=_counts(sink, turns, plan.keep, read),
-        details=_details(sink, turns, plan, layout, config),
+        details={**_details(sink, turns, plan, layout, config),
+                 "recognition_audit": second.as_dict()},
         blocked_reason=plan.blocked,
         empty_reason=_empty_reason(read, turns, plan.keep, layout.count),
         item_count=layout.count,
@@ -143,6 +148,17 @@ def _select(
             f">= poison_threshold {knobs.poison_threshold}; rebuild from durable memory instead"
         )
     return _Selection(keep, excluded_tail, dropped, summaries, total, hits, blocked)
+
+
+def _recognised(sink: TurnBuilder, turns: list[Turn]) -> Recognised:
+    """What the classifier produced, per source line, for the independent audit."""
+    seen = Recognised(slash_seen=sink.counts["slash"] + sink.slash_local + sink.slash_unanswered)
+    extra = [s.utterance for s in sink.summaries] + ([sink.startup] if sink.startup else [])
+    for utt in [u for turn in turns for u in turn.items] + extra:
+        seen.per_line[(utt.source_uuid, utt.role)] += 1
+        if utt.role == "user":
+            seen.human_texts.append(utt.text)
+    return seen
 
 
 def _lay_out(

@@ -174,6 +174,7 @@ def _print_plan(report: dict[str, Any]) -> None:
         ("timestamps replaced", report["timestamps_replaced"]),
         ("malformed lines", report["malformed"]["lines"]),
         ("ignored types", _counts(report["ignored"]["types"])),
+        ("unrecognised speech", _counts(report["recognition_audit"]["unrecognised"]) or "-"),
         ("blocked", report["blocked_reason"] or "no"),
         ("nothing to carry", report["nothing_to_carry"] or "no"),
     ]
