@@ -213,6 +213,7 @@ def _details(
             "blocked": plan.poison_hits >= knobs.poison_threshold,
         },
         "timestamps_replaced": layout.timestamps_replaced(),
+        "timestamp_fallbacks": layout.timestamp_fallbacks(),
         "versions_filled": layout.versions_filled(),
     }
 

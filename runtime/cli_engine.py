@@ -171,7 +171,7 @@ def _print_plan(report: dict[str, Any]) -> None:
             "{summaries} seen, {carried} carried".format(**report["compaction"]),
         ),
         ("poison hits", f"{report['poison']['hits']} (threshold {report['poison']['threshold']})"),
-        ("timestamps replaced", report["timestamps_replaced"]),
+        ("timestamps replaced", _fallbacks(report["timestamp_fallbacks"])),
         ("malformed lines", report["malformed"]["lines"]),
         ("ignored types", _counts(report["ignored"]["types"])),
         ("unrecognised speech", _counts(report["recognition_audit"]["unrecognised"]) or "-"),
@@ -199,6 +199,14 @@ def _dirty_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
         ("reasons", "; ".join(report["reasons"]) or "-"),
     ]
     return rows
+
+
+def _fallbacks(fallbacks: dict[str, Any]) -> str:
+    if not fallbacks["replaced"]:
+        return "0"
+    return "{replaced} (earlier={earlier}, later={later}, epoch={epoch}; rule: {rule})".format(
+        **fallbacks
+    )
 
 
 def _counts(counts: dict[str, int]) -> str:

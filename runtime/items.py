@@ -22,6 +22,10 @@ NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
 _NS_BYTES = NAMESPACE.bytes
 FALLBACK_VERSION = "2.1.328"
 EPOCH = "1970-01-01T00:00:00.000Z"
+TIMESTAMP_RULE = (
+    "an invalid timestamp takes the nearest earlier valid one; with none earlier, the first "
+    "valid one of the carried items; with none at all, " + EPOCH
+)
 SUMMARY_MARK = "[compaction summary, carried because the turns it summarises are not all here]"
 
 
@@ -88,6 +92,24 @@ class Layout:
     def timestamps_replaced(self) -> int:
         """Items whose source timestamp is not valid (they take the nearest earlier one)."""
         return sum(1 for utt, _, _ in self.pending if utt.timestamp_replaced or not utt.timestamp)
+
+    def timestamp_fallbacks(self) -> dict[str, Any]:
+        """How invalid source timestamps were replaced, by rule (SPEC §3.7), with the counts.
+
+        ``earlier``: the nearest earlier valid timestamp of the source; ``later`` (no earlier
+        one exists): the first valid timestamp of the carried items; ``epoch`` (no valid
+        timestamp anywhere): 1970-01-01T00:00:00.000Z.
+        """
+        counts = {"earlier": 0, "later": 0, "epoch": 0}
+        later = any(u.timestamp for u, _, _ in self.pending)
+        for utt, _, _ in self.pending:
+            if utt.timestamp_replaced or not utt.timestamp:
+                counts["earlier" if utt.timestamp else "later" if later else "epoch"] += 1
+        return {
+            "replaced": sum(counts.values()),
+            **counts,
+            "rule": TIMESTAMP_RULE,
+        }
 
     def versions_filled(self) -> int:
         """Items whose source has no version (they take the one before, or a fallback)."""
