@@ -196,3 +196,38 @@ def test_turns_since_the_switch_are_judged_by_the_speech_allowlist(tmp_path: Pat
     assert ops.turns_since_switch(op) == 3
     unknown = Operation("op-2", State.ACTIVATED, 1, "", "")
     assert ops.turns_since_switch(unknown) is None
+
+
+def _finished(world: World, state: State, artifact: bytes = b"backup") -> str:
+    op = world.store.create(reason={"reason": "old", "source": "test"}, bound_session_id=None,
+                            door="tmux", state=state)
+    (world.store.artifacts(op.operation_id) / "source.jsonl").write_bytes(artifact)
+    return op.operation_id
+
+
+def test_pruning_drops_old_artifacts_but_keeps_records_the_newest_activated_and_the_finisher(
+    world: World,
+) -> None:
+    from dataclasses import replace
+
+    config = replace(world.config, switch=replace(world.config.switch, keep_operations=2))
+    activated = _finished(world, State.ACTIVATED)
+    old = [_finished(world, State.FAILED) for _ in range(3)]
+    finisher = _finished(world, State.ROLLED_BACK)
+
+    pruned = ops.prune_artifacts(config, finisher)
+
+    assert pruned == old[:2]
+    artifacts = world.store.artifacts_dir
+    assert sorted(p.name for p in artifacts.iterdir()) == [activated, old[2], finisher]
+    assert world.store.ids() == [activated, *old, finisher]  # records stay: the evidence
+    assert "artifacts_pruned" in world.events(old[0])
+    assert ops.prune_artifacts(config, finisher) == []
+
+
+def test_doctor_and_status_say_how_much_space_the_state_dir_holds(world: World) -> None:
+    op_id = _finished(world, State.FAILED, artifact=b"x" * 5000)
+    size = ops.doctor(world.config)["checks"]["state_dir_size"]
+    on_disk = sum(p.stat().st_size for p in world.state_dir.rglob("*") if p.is_file())
+    assert size["ok"] is True and size["detail"]["bytes"] == on_disk >= 5000
+    assert ops.status(world.config, op_id)["state_dir_size"].endswith("KiB")
