@@ -5,7 +5,8 @@ assistant text, a channel reply) is forked, the fork forked, and that fork forke
 first and the third generation are each resumed with ``claude -p --resume`` against the fake
 model: both must be accepted, and the conversation the model sees — every carried text block,
 time stamps included, in order — must be the same, each utterance exactly once. No carry mark
-or ``origin`` may reach the request.
+or ``origin`` may reach the request; and a copy of the fork without marks and origins makes the
+model see exactly the same blocks as the fork itself.
 """
 
 from __future__ import annotations
@@ -73,14 +74,41 @@ def _seen(request: Recorded, carried: set[str]) -> list[tuple[str, str]]:
     return seen
 
 
-def _resume(machine: Machine, fake_api: FakeApi, candidate: Path) -> Recorded:
-    nonce = f"next-{uuid.uuid4().hex[:8]}"
+def _resume(machine: Machine, fake_api: FakeApi, candidate: Path,
+            nonce: str | None = None) -> Recorded:
+    nonce = nonce or f"next-{uuid.uuid4().hex[:8]}"
+    start = fake_api.last_index
     done = machine.run_claude(["-p", "--resume", candidate.stem, nonce], timeout=120)
     assert NO_CONVERSATION not in done.stdout + done.stderr, done.stdout + done.stderr
     assert done.returncode == 0, done.stderr
-    first = fake_api.wait_for_text(nonce, timeout=30)
+    first = fake_api.wait_for_text(nonce, after=start, timeout=30)
     assert first.session_id == candidate.stem
     return first
+
+
+def _unmarked_copy(candidate: Path) -> Path:
+    """``candidate`` as a session of its own without the carry marks and origins."""
+    session = str(uuid.uuid4())
+    lines = []
+    for event in read_jsonl(candidate):
+        event.pop("threadline", None)
+        event.pop("origin", None)
+        event["sessionId"] = session
+        lines.append(json.dumps(event))
+    copy = candidate.with_name(f"{session}.jsonl")
+    copy.write_text("\n".join(lines) + "\n")
+    return copy
+
+
+def _all_blocks(request: Recorded, nonce: str) -> list[tuple[str, str]]:
+    """``(role, text)`` of every text block of the request but the new prompt's."""
+    out = []
+    for message in request.body.get("messages") or []:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        out += [(message["role"], b["text"]) for b in blocks
+                if b.get("type") == "text" and nonce not in b["text"]]
+    return out
 
 
 def _foreign_keys(body: dict[str, Any]) -> list[str]:
@@ -125,3 +153,18 @@ def test_third_generation_resumes_and_the_model_sees_what_it_saw_in_the_first(
     assert counts["[2026-04-26 21:55 UTC]"] == 4  # one stamp per turn, never stacked
     assert _foreign_keys(request_third.body) == []
     assert "threadline" not in json.dumps(request_third.body["messages"])
+
+
+def test_the_mark_and_origin_change_nothing_the_model_sees(
+        resume_machine: Machine, fake_api: FakeApi) -> None:
+    machine = resume_machine
+    machine.project_dir.mkdir(parents=True)
+    source = _source(machine).write(machine.project_dir / f"{uuid.uuid4()}.jsonl")
+    marked = _fork(machine, source)
+    plain = _unmarked_copy(marked)
+
+    with_mark = _resume(machine, fake_api, marked, "next-same-words")
+    without = _resume(machine, fake_api, plain, "next-same-words")
+
+    assert _all_blocks(with_mark, "next-same-words") == _all_blocks(without, "next-same-words")
+    assert len(_all_blocks(with_mark, "next-same-words")) >= len(SPOKEN)
