@@ -105,8 +105,12 @@ def test_an_item_whose_mark_names_a_wrong_kind_is_judged_like_any_event(tmp_path
     t = Transcript()
     t.user("hello", threadline={"kind": "assistant_text"})  # not a kind a user item carries
     t.assistant("hi", threadline={"kind": "typed"})
+    t.user("odd", threadline={"kind": ["typed"], "lead": 3})
+    t.assistant("odder", threadline="queued")
     built = candidate.build(t.write(tmp_path / "source.jsonl"), config())
     assert [(e.role, e.kind) for e in built.manifest] == [
+        ("user", "typed"),
+        ("assistant", "assistant_text"),
         ("user", "typed"),
         ("assistant", "assistant_text"),
     ]
