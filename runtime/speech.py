@@ -55,7 +55,9 @@ def read_mark(event: dict[str, Any], role: str) -> tuple[str, str | None] | None
     if type(mark) is not dict:
         return None
     kind = mark.get("kind")
-    if type(kind) is not str or kind not in CARRIED_KINDS or (kind in ASSISTANT_KINDS) != (role == "assistant"):
+    if type(kind) is not str or kind not in CARRIED_KINDS:
+        return None
+    if (kind in ASSISTANT_KINDS) != (role == "assistant"):
         return None
     lead = mark.get("lead")
     if lead is not None and type(lead) is not str:
