@@ -88,7 +88,9 @@ def build(
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
     plan = _select(sink, turns, stamps, config)
     second = audit(Path(source), _recognised(sink, turns), frozenset(knobs.reply_chat_ids))
-    if plan.blocked is None and second.reason() is not None:
+    if plan.blocked is None and second.reason() is not None and (
+        knobs.unrecognised_speech == "block"
+    ):
         plan = replace(plan, blocked=second.reason())
     layout = _lay_out(Layout(session), sink.startup, turns, stamps, plan)
     items, manifest = layout.finish() if lay_out else ([], [])

@@ -131,3 +131,12 @@ def test_no_real_corpus_transcript_holds_unrecognised_speech() -> None:
             found[path.name] = built.details["recognition_audit"]
     assert found == {}
     assert len(files) >= 40
+
+
+def test_unrecognised_speech_report_only_carries_on_and_still_reports_it(tmp_path: Path) -> None:
+    t = chat()
+    t.meta('<channel chat_id="42" source="companion">\nping\n</channel>')
+    built = candidate.build(t.write(tmp_path / "source.jsonl"),
+                            config(unrecognised_speech="report"))
+    assert built.blocked_reason is None
+    assert built.details["recognition_audit"]["unrecognised"] == {"<channel> envelope": 1}
