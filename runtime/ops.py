@@ -10,7 +10,6 @@ from the Stop hook. Writing calls first reconcile an active operation whose work
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from runtime.errors import (
     IllegalTransitionError,
     StoreError,
 )
+from runtime.housekeeping import beyond, prune_artifacts, read_manifest, state_size
 from runtime.recover import reconcile_if_lost, worker_state
 from runtime.state import State
 from runtime.store import Operation, Store, now_iso
@@ -127,32 +127,12 @@ def status(config: Config, operation_id: str | None = None,
         return {"operation_id": None, "state": None, "message": "no operations yet"}
     out = op.to_dict()
     out["worker_status"] = worker_state(config, store, op)
-    out["state_dir_size"] = state_size(config)["shown"]
+    out["state_dir_size"] = state_size(config, store)["shown"]
     out["heartbeat_age_s"] = _round(store.heartbeat_age(op.operation_id))
     out["events"] = store.events(op.operation_id)
     if manifest:
         out["manifest"] = read_manifest(op)
     return out
-
-
-def read_manifest(op: Operation) -> list[dict[str, Any]]:
-    """The manifest kept with ``op``, checked against the digest in its record."""
-    import hashlib
-
-    path, digest = op.fact("manifest"), op.fact("manifest_sha256")
-    if not path or not digest:
-        raise StoreError(f"operation {op.operation_id!r} kept no manifest (it never built a "
-                         "candidate, or predates kept manifests)")
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise StoreError(f"manifest {path!r} of operation {op.operation_id!r} cannot be read: "
-                         f"{exc.strerror}") from exc
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != digest:
-        raise StoreError(f"manifest {path!r} of operation {op.operation_id!r} has digest "
-                         f"{actual}, the record says {digest}")
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
 def list_operations(config: Config) -> list[dict[str, Any]]:
@@ -293,7 +273,7 @@ def doctor(config: Config) -> dict[str, Any]:
                 active = {"operation_id": op.operation_id, "state": op.state.value,
                           "worker": worker_state(config, store, op)}
             add("store", True, {"operations": len(store.ids()), "active": active})
-            add("state_dir_size", True, state_size(config))
+            add("state_dir_size", True, state_size(config, store))
         except StoreError as exc:
             add("store", False, str(exc))
     return {"ok": all(c["ok"] for c in checks.values()), "checks": checks, "active": active}
@@ -313,23 +293,10 @@ def recover(config: Config) -> dict[str, Any]:
         return {"recovered": None, "operation_id": op.operation_id, "state": before,
                 "message": f"operation is {before!r} with a live worker (or none needed)"}
     if not final.active:
-        prune_artifacts(config, final.operation_id)
+        prune_artifacts(config, store, final.operation_id)
     return {"recovered": op.operation_id, "from": before, "state": final.state.value,
             "failure": dict(final.failure) if final.failure else None,
             "message": f"{op.operation_id}: {before} → {final.state.value}"}
-
-
-def _beyond(ops: list[Operation], keep: int, spare: str | None = None) -> list[Operation]:
-    """Finished operations beyond the newest ``keep``, oldest first, that may go.
-
-    Never an active one, never ``spare``, never the newest activated one (its backup is what
-    a rollback would resume; a rollback of an older one is refused anyway).
-    """
-    finished = [o for o in ops if not o.active]
-    newest_activated = next((o.operation_id for o in reversed(ops)
-                             if o.state == State.ACTIVATED), None)
-    return [o for o in finished[: max(0, len(finished) - keep)]
-            if o.operation_id not in (newest_activated, spare)]
 
 
 def gc(config: Config, keep: int | None = None) -> dict[str, Any]:
@@ -341,60 +308,10 @@ def gc(config: Config, keep: int | None = None) -> dict[str, Any]:
     deleted = []
     with store.lock():
         ops = store.all()
-        for op in _beyond(ops, keep):
+        for op in beyond(ops, keep):
             store.delete(op.operation_id)
             deleted.append(op.operation_id)
     return {"deleted": deleted, "kept": len(ops) - len(deleted)}
-
-
-def prune_artifacts(config: Config, finished: str) -> list[str]:
-    """After ``finished`` reached a terminal state: drop the artifacts beyond keep_operations.
-
-    Records and timelines stay (they are small and are the evidence); the artifact folders —
-    source backups, snapshots, manifests — go, oldest first, with a timeline line saying so.
-    The operation that just finished, an active one and the newest activated one are kept.
-    """
-    store = _store(config)
-    pruned = []
-    with store.lock():
-        for op in _beyond(store.all(), config.switch.keep_operations, spare=finished):
-            folder = store.artifacts_dir / op.operation_id
-            if folder.exists():
-                from runtime import proc
-
-                proc.remove(folder)
-                store.event(op.operation_id, "artifacts_pruned", state=op.state.value,
-                            by=finished, keep_operations=config.switch.keep_operations)
-                pruned.append(op.operation_id)
-    return pruned
-
-
-def state_size(config: Config) -> dict[str, Any]:
-    """How much space the state dir holds (and the worker log, when it lives elsewhere)."""
-    store = _store(config)
-    total, files = 0, 0
-    for folder, _, names in os.walk(store.root):
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-                files += 1
-            except OSError:
-                continue
-    out: dict[str, Any] = {"bytes": total, "files": files, "shown": _human(total)}
-    log = config.worker_log_path
-    if log is not None and not log.is_relative_to(store.root):
-        out["worker_log_bytes"] = sum(p.stat().st_size for p in log.parent.glob(log.name + "*")
-                                      if p.is_file())
-    return out
-
-
-def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB"):
-        if value < 1024:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def _round(value: float | None) -> float | None:

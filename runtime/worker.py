@@ -45,16 +45,16 @@ def run(config: Config, operation_id: str) -> Operation:
     job_cls(config, store, op, door).run()
     final = store.read(operation_id)
     if not final.active:
-        _prune(config, operation_id)
+        _prune(config, store, operation_id)
     return final
 
 
-def _prune(config: Config, operation_id: str) -> None:
+def _prune(config: Config, store: Store, operation_id: str) -> None:
     """Drop artifacts beyond keep_operations; a failure here never changes the outcome."""
-    from runtime.ops import prune_artifacts
+    from runtime.housekeeping import prune_artifacts
 
     try:
-        pruned = prune_artifacts(config, operation_id)
+        pruned = prune_artifacts(config, store, operation_id)
     except ThreadlineError as exc:
         log(f"{operation_id}: pruning old artifacts failed: {exc}")
         return

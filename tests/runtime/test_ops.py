@@ -205,26 +205,6 @@ def _finished(world: World, state: State, artifact: bytes = b"backup") -> str:
     return op.operation_id
 
 
-def test_pruning_drops_old_artifacts_but_keeps_records_the_newest_activated_and_the_finisher(
-    world: World,
-) -> None:
-    from dataclasses import replace
-
-    config = replace(world.config, switch=replace(world.config.switch, keep_operations=2))
-    activated = _finished(world, State.ACTIVATED)
-    old = [_finished(world, State.FAILED) for _ in range(3)]
-    finisher = _finished(world, State.ROLLED_BACK)
-
-    pruned = ops.prune_artifacts(config, finisher)
-
-    assert pruned == old[:2]
-    artifacts = world.store.artifacts_dir
-    assert sorted(p.name for p in artifacts.iterdir()) == [activated, old[2], finisher]
-    assert world.store.ids() == [activated, *old, finisher]  # records stay: the evidence
-    assert "artifacts_pruned" in world.events(old[0])
-    assert ops.prune_artifacts(config, finisher) == []
-
-
 def test_doctor_and_status_say_how_much_space_the_state_dir_holds(world: World) -> None:
     op_id = _finished(world, State.FAILED, artifact=b"x" * 5000)
     size = ops.doctor(world.config)["checks"]["state_dir_size"]
