@@ -2,8 +2,9 @@
 
 The classifier (runtime.classify) is an allowlist: a speech shape it does not know is silently
 not speech, and comparing it with itself proves nothing (SPEC §6: "3 of 3 turns" while 22
-channel turns were never recognised). This module shares no code with it. It reads the file
-again and counts *candidate* speech by raw shape:
+channel turns were never recognised). This module shares no code with it. It sees every
+parsed line of the same single read (``transcript.scan``'s observer, before the classifier)
+and counts *candidate* speech by raw shape:
 
 - ``queue-operation`` enqueue texts (what was typed or pushed, echoed by Claude Code);
 - ``<channel …>`` openings in user text, whatever the attribute order;
@@ -24,10 +25,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
-import orjson
+from typing import Any, NamedTuple
 
 from runtime.speech import MARK_KEY
 
@@ -35,7 +33,6 @@ _PAIR = re.compile(r"<([A-Za-z][\w:.-]*)(?:\s[^>]*)?>.*?</\1\s*>", re.S)
 _LONE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^>]*)?/?>")
 _CHANNEL = re.compile(r"<channel\s")
 _REPLY_ARGS = ("text", "message", "content")
-_SKIP = b'"type":"tool_result"'
 NOT_SPEECH_ORIGINS = ("human", "task-notification")  # human: judged by its text below
 # Claude Code's own reports, also when a line was cut before the closing tag
 NOT_SPEECH_OPENINGS = ("<task-notification", "[Request interrupted")
@@ -104,23 +101,59 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
-class _Reader:
-    def __init__(self, recognised: Recognised, chat_ids: frozenset[str]) -> None:
-        self.recognised = recognised
-        self.chat_ids = chat_ids
-        self.result = AuditResult()
+class _Candidate(NamedTuple):
+    shape: str
+    line: int
+    seen: int  # candidates of ``role`` on the line
+    uuid: Any
+    role: str
+    counted: int  # how many of them are of ``shape``
+
+
+class SecondReading:
+    """The simple reading, fed every parsed event with its line number; compared at the end.
+
+    It only collects candidates while the file is read (the classifier has not finished yet);
+    ``compare`` judges them against what the classifier recognised.
+    """
+
+    def __init__(self, reply_chat_ids: frozenset[str] = frozenset()) -> None:
+        self.chat_ids = reply_chat_ids
+        self.candidates: list[_Candidate] = []
+        self.enqueued: list[tuple[int, list[str]]] = []
         self.slash_lines = 0
         self.first_slash = 0
-        self._heard: str | None = None
 
     def flag(self, shape: str, line: int, seen: int, uuid: Any, role: str,
              counted: int | None = None) -> None:
         """``seen`` candidates of ``role`` on this line (``counted`` of them of ``shape``)."""
-        self.result.shapes[shape] += seen if counted is None else counted
-        got = self.recognised.per_line[(uuid, role)] if isinstance(uuid, str) else 0
-        if seen > got:
-            self.result.unrecognised[shape] += seen - got
-            self.result.findings.append(Finding(shape, line))
+        self.candidates.append(
+            _Candidate(shape, line, seen, uuid, role, seen if counted is None else counted))
+
+    def compare(self, recognised: Recognised) -> AuditResult:
+        """Per line: where the simple reading saw more than the classifier produced."""
+        result = AuditResult()
+        for c in self.candidates:
+            result.shapes[c.shape] += c.counted
+            got = recognised.per_line[(c.uuid, c.role)] if isinstance(c.uuid, str) else 0
+            if c.seen > got:
+                result.unrecognised[c.shape] += c.seen - got
+                result.findings.append(Finding(c.shape, c.line))
+        heard = "\n".join(_words(t) for t in recognised.human_texts) if self.enqueued else ""
+        shape = "queue-operation enqueue"
+        for line, said in self.enqueued:
+            result.shapes[shape] += 1
+            if not all(_words(t) in heard for t in said):
+                result.unrecognised[shape] += 1
+                result.findings.append(Finding(shape, line))
+        if self.slash_lines:
+            shape = "<command-name> slash command"
+            result.shapes[shape] += self.slash_lines
+            if self.slash_lines > recognised.slash_seen:
+                result.unrecognised[shape] += self.slash_lines - recognised.slash_seen
+                result.findings.append(Finding(shape, self.first_slash))
+        result.findings.sort(key=lambda f: f.line)
+        return result
 
     def event(self, event: dict[str, Any], line: int) -> None:
         kind = event.get("type")
@@ -142,15 +175,8 @@ class _Reader:
         said = [t.strip() for t in _texts(event.get("content"))
                 if _CHANNEL.match(t.lstrip()) or plain(t)]
         said = [t for t in said if not t.startswith(("/", *NOT_SPEECH_OPENINGS))]
-        if not said:
-            return
-        if self._heard is None:
-            self._heard = "\n".join(_words(t) for t in self.recognised.human_texts)
-        shape = "queue-operation enqueue"
-        self.result.shapes[shape] += 1
-        if not all(_words(t) in self._heard for t in said):
-            self.result.unrecognised[shape] += 1
-            self.result.findings.append(Finding(shape, line))
+        if said:
+            self.enqueued.append((line, said))
 
     def _attachment(self, event: dict[str, Any], line: int) -> None:
         body = event.get("attachment")
@@ -203,7 +229,7 @@ class _Reader:
         replies = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
                    and self._reply(b)]
         if replies:
-            self.result.shapes["assistant text"] += len(said)
+            self.flag("assistant text", line, 0, uuid, "assistant", len(said))
             shape = f"reply tool {replies[0].get('name')!r}"
             self.flag(shape, line, len(said) + len(replies), uuid, "assistant", len(replies))
         elif said:
@@ -220,28 +246,3 @@ class _Reader:
             return False  # replies to other chats are left out by configuration
         return any(isinstance(arguments.get(k), str) and arguments[k].strip()
                    for k in _REPLY_ARGS)
-
-
-def audit(path: Path, recognised: Recognised,
-          reply_chat_ids: frozenset[str] = frozenset()) -> AuditResult:
-    """Read ``path`` again and compare its candidate speech with what was ``recognised``."""
-    reader = _Reader(recognised, reply_chat_ids)
-    with open(path, "rb") as handle:
-        for line, raw in enumerate(handle, 1):
-            if _SKIP in raw:
-                continue
-            try:
-                event = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                reader.event(event, line)
-    result = reader.result
-    if reader.slash_lines:
-        shape = "<command-name> slash command"
-        result.shapes[shape] += reader.slash_lines
-        if reader.slash_lines > recognised.slash_seen:
-            result.unrecognised[shape] += reader.slash_lines - recognised.slash_seen
-            result.findings.append(Finding(shape, reader.first_slash))
-    result.findings.sort(key=lambda f: f.line)
-    return result

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from runtime.audit import Recognised, audit
+from runtime.audit import Recognised, SecondReading
 from runtime.config import Config
 from runtime.dirty import Ledger
 from runtime.errors import BlockedError, NothingToCarryError
@@ -82,12 +82,13 @@ def build(
     """
     knobs = config.rebuild
     sink = TurnBuilder()
-    read, ledger = scan(Path(source), knobs, sink, progress)
+    reading = SecondReading(frozenset(knobs.reply_chat_ids))
+    read, ledger = scan(Path(source), knobs, sink, progress, reading.event)
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
     plan = _select(sink, turns, stamps, config)
-    second = audit(Path(source), _recognised(sink, turns), frozenset(knobs.reply_chat_ids))
+    second = reading.compare(_recognised(sink, turns))
     if plan.blocked is None and second.reason() is not None and (
         knobs.unrecognised_speech == "block"
     ):
