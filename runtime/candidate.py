@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from runtime.audit import Recognised, SecondReading
 from runtime.config import Config
 from runtime.dirty import Ledger
 from runtime.errors import BlockedError, NothingToCarryError
@@ -81,11 +82,17 @@ def build(
     """
     knobs = config.rebuild
     sink = TurnBuilder()
-    read, ledger = scan(Path(source), knobs, sink, progress)
+    reading = SecondReading(frozenset(knobs.reply_chat_ids))
+    read, ledger = scan(Path(source), knobs, sink, progress, reading.event)
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
     plan = _select(sink, turns, stamps, config)
+    second = reading.compare(_recognised(sink, turns))
+    if plan.blocked is None and second.reason() is not None and (
+        knobs.unrecognised_speech == "block"
+    ):
+        plan = replace(plan, blocked=second.reason())
     layout = _lay_out(Layout(session), sink.startup, turns, stamps, plan)
     items, manifest = layout.finish() if lay_out else ([], [])
     return Build(
@@ -98,7 +105,8 @@ def build(
         read=read,
         ledger=ledger,
         counts=_counts(sink, turns, plan.keep, read),
-        details=_details(sink, turns, plan, layout, config),
+        details={**_details(sink, turns, plan, layout, config),
+                 "recognition_audit": second.as_dict()},
         blocked_reason=plan.blocked,
         empty_reason=_empty_reason(read, turns, plan.keep, layout.count),
         item_count=layout.count,
@@ -143,6 +151,17 @@ def _select(
             f">= poison_threshold {knobs.poison_threshold}; rebuild from durable memory instead"
         )
     return _Selection(keep, excluded_tail, dropped, summaries, total, hits, blocked)
+
+
+def _recognised(sink: TurnBuilder, turns: list[Turn]) -> Recognised:
+    """What the classifier produced, per source line, for the independent audit."""
+    seen = Recognised(slash_seen=sink.counts["slash"] + sink.slash_local + sink.slash_unanswered)
+    extra = [s.utterance for s in sink.summaries] + ([sink.startup] if sink.startup else [])
+    for utt in [u for turn in turns for u in turn.items] + extra:
+        seen.per_line[(utt.source_uuid, utt.role)] += 1
+        if utt.role == "user":
+            seen.human_texts.append(utt.text)
+    return seen
 
 
 def _lay_out(
@@ -197,6 +216,7 @@ def _details(
             "blocked": plan.poison_hits >= knobs.poison_threshold,
         },
         "timestamps_replaced": layout.timestamps_replaced(),
+        "timestamp_fallbacks": layout.timestamp_fallbacks(),
         "versions_filled": layout.versions_filled(),
     }
 
@@ -217,6 +237,20 @@ def write(build: Build, directory: Path) -> Path:
     data = b"".join(orjson.dumps(item) + b"\n" for item in build.items)
     proc.atomic_write(target, data, mode=0o600)
     return target
+
+
+def write_manifest(build: Build, path: Path) -> str:
+    """Write ``build``'s manifest as JSONL at ``path`` (atomic, 0600); return its SHA-256."""
+    import hashlib
+
+    from runtime import proc
+    from runtime.items import manifest_jsonl
+
+    if len(build.manifest) != build.item_count:
+        raise ValueError("a build made with lay_out=False has no manifest")
+    data = manifest_jsonl(build.manifest)
+    proc.atomic_write(Path(path), data, mode=0o600)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _turn_stamp(turn: Turn) -> str | None:

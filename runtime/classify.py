@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from runtime.dirty import Ledger
-from runtime.speech import SpeechRules, Utterance, valid_timestamp
+from runtime.speech import MARK_KEY, SpeechRules, Utterance, read_mark, valid_timestamp
 
 if TYPE_CHECKING:
     from runtime.transcript import ReadStats
@@ -118,6 +118,8 @@ class Classifier:
         sink = self.sink
         if sink is not None:
             sink.model_activity()
+        if MARK_KEY in event and self._carried(event, "assistant", message, size):
+            return
         content = message.get("content")
         if type(content) is str:
             content = [{"type": "text", "text": content}]
@@ -244,6 +246,10 @@ class Classifier:
         else:
             self._ignore("user", "no_content", "other", size)
             return
+        if MARK_KEY in event and event.get("isMeta") is False and self._carried(
+            event, "user", message, size
+        ):
+            return
         if event.get("isCompactSummary") is True:
             self._compact_summary(event, texts, size)
             return
@@ -335,6 +341,48 @@ class Classifier:
         if self.sink is not None:
             for text in kept:
                 self.sink.human(self._utterance(event, kind, "user", text))
+
+    def _carried(self, event: dict[str, Any], role: str, message: Any, size: int) -> bool:
+        """An item an earlier rebuild wrote: its mark says what it carries (False: not ours).
+
+        The leading block the rebuild added (time stamp, summary mark) is dropped; the rest
+        was judged when it was first carried and goes on verbatim, with the same kind.
+        """
+        mark = read_mark(event, role)
+        content = message.get("content") if type(message) is dict else None
+        if mark is None or type(content) is not list:
+            return False
+        kind, lead = mark
+        texts = [
+            b["text"]
+            for b in content
+            if type(b) is dict and b.get("type") == "text" and type(b.get("text")) is str
+        ]
+        if lead is not None and texts[:1] == [lead]:
+            texts = texts[1:]
+        texts = [t for t in texts if t and not t.isspace()]
+        if not texts:
+            return False
+        sink = self.sink
+        if kind == "compact_summary":
+            self._ignore("user", "compact_summary", "other", size)
+            if sink is not None:
+                sink.compact_summary(self._utterance(event, kind, role, "\n".join(texts)), False)
+            return True
+        self.ledger.conversation_bytes += size
+        self.stats.spoke[role] += 1
+        if kind == "startup_snapshot":
+            self.snapshot_taken = True
+            if sink is not None:
+                sink.snapshot(self._utterance(event, kind, role, texts[0]))
+            return True
+        if kind != "slash":
+            self.stats.speech[kind] += len(texts)
+        if sink is not None:
+            add = sink.assistant if role == "assistant" else sink.human
+            for text in texts:
+                add(self._utterance(event, kind, role, text))
+        return True
 
     def _maybe_snapshot(self, event: dict[str, Any], texts: list[str]) -> None:
         for text in texts:

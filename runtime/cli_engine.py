@@ -28,6 +28,9 @@ def register(sub: Any) -> None:
     fork = sub.add_parser("fork", help="write the candidate as a new session file (no switch)")
     _common(fork, required=True)
     fork.add_argument("--into", metavar="DIR", help="folder for the new session file")
+    fork.add_argument(
+        "--manifest", metavar="PATH", help="also write the per-item manifest (JSONL, 0600) here"
+    )
     fork.set_defaults(func=run_fork)
 
 
@@ -97,6 +100,13 @@ def run_fork(args: argparse.Namespace) -> int:
         "verify": checked.as_dict(),
         "resume": f"claude --resume {built.new_session_id}",
     }
+    if args.manifest:
+        manifest = Path(args.manifest).expanduser().absolute()
+        result["manifest"] = {
+            "path": str(manifest),
+            "sha256": candidate.write_manifest(built, manifest),
+            "entries": len(built.manifest),
+        }
     if args.json:
         _emit_json(result)
     else:
@@ -108,6 +118,11 @@ def run_fork(args: argparse.Namespace) -> int:
                 ("turns carried", f"{stats['turns']['selected']} of {stats['turns']['source']}"),
                 ("items", stats["items"]),
                 ("verified", ", ".join(checked.checks)),
+                *(
+                    [("manifest", "{path} sha256 {sha256}".format(**result["manifest"]))]
+                    if "manifest" in result
+                    else []
+                ),
                 ("resume", f"cd <workdir> && {result['resume']}"),
             ]
         )
@@ -156,9 +171,10 @@ def _print_plan(report: dict[str, Any]) -> None:
             "{summaries} seen, {carried} carried".format(**report["compaction"]),
         ),
         ("poison hits", f"{report['poison']['hits']} (threshold {report['poison']['threshold']})"),
-        ("timestamps replaced", report["timestamps_replaced"]),
+        ("timestamps replaced", _fallbacks(report["timestamp_fallbacks"])),
         ("malformed lines", report["malformed"]["lines"]),
         ("ignored types", _counts(report["ignored"]["types"])),
+        ("unrecognised speech", _counts(report["recognition_audit"]["unrecognised"]) or "-"),
         ("blocked", report["blocked_reason"] or "no"),
         ("nothing to carry", report["nothing_to_carry"] or "no"),
     ]
@@ -183,6 +199,14 @@ def _dirty_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
         ("reasons", "; ".join(report["reasons"]) or "-"),
     ]
     return rows
+
+
+def _fallbacks(fallbacks: dict[str, Any]) -> str:
+    if not fallbacks["replaced"]:
+        return "0"
+    return "{replaced} (earlier={earlier}, later={later}, epoch={epoch}; rule: {rule})".format(
+        **fallbacks
+    )
 
 
 def _counts(counts: dict[str, int]) -> str:

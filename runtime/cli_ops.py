@@ -16,6 +16,8 @@ def register(sub: Any) -> None:
     p.add_argument("--session", default=None, help="bind to this session id")
     p = _cmd(sub, "status", "show one operation with its timeline", _status)
     p.add_argument("--operation", default=None, help="operation id (default: active, else latest)")
+    p.add_argument("--manifest", action="store_true",
+                   help="print the kept per-item manifest (digest checked)")
     _cmd(sub, "list", "list operations, newest first", _list)
     p = _cmd(sub, "cancel", "cancel a pending operation or a pending rollback", _cancel)
     p.add_argument("--operation", required=True)
@@ -64,11 +66,12 @@ def _request(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    result = _ops().status(_config(args), args.operation)
+    result = _ops().status(_config(args), args.operation, manifest=args.manifest)
     if args.json:
         emit_json(result)
         return 0
     events = result.pop("events", [])
+    manifest = result.pop("manifest", None)
     table(flatten(result))
     if events:
         print()
@@ -76,7 +79,25 @@ def _status(args: argparse.Namespace) -> int:
             extra = ", ".join(f"{k}={v}" for k, v in event.items()
                               if k not in ("at", "phase", "argv") and v not in (None, ""))
             print(f"{event.get('at', '')}  {event.get('phase', ''):<20} {extra}")
+    if manifest is not None:
+        print()
+        _print_manifest(manifest)
     return 0
+
+
+MANIFEST_COLUMNS = ("position", "role", "kind", "item_id", "source_uuid", "source_timestamp",
+                    "candidate_sha256")
+
+
+def _print_manifest(entries: list[dict[str, Any]]) -> None:
+    """One line per carried item: where it came from and the digest of its text."""
+    rows = [[str(e.get(c) if e.get(c) is not None else "-") for c in MANIFEST_COLUMNS]
+            for e in entries]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
+              for i, c in enumerate(MANIFEST_COLUMNS)]
+    print("  ".join(c.ljust(w) for c, w in zip(MANIFEST_COLUMNS, widths, strict=True)))
+    for row in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def _list(args: argparse.Namespace) -> int:

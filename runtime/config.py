@@ -74,6 +74,7 @@ class RebuildConfig:
     reply_tool_argument: str = "text"
     reply_chat_ids: tuple[str, ...] = ()
     speech_tools: tuple[SpeechTool, ...] = ()
+    unrecognised_speech: str = "block"  # the independent audit's finding: "block" | "report"
 
     @cached_property
     def poison_regexes(self) -> tuple[re.Pattern[str], ...]:

@@ -99,6 +99,7 @@ def _report(argv: Sequence[str], exc: BaseException) -> None:
         if log is not None and log.parent.is_dir():
             from runtime import proc
 
+            proc.rotate_log(log)
             proc.append_line(log, f"{now_iso()} {line}".encode())
             return
     except BaseException:  # noqa: BLE001, S110 - fall back to stderr below

@@ -3,7 +3,9 @@
 ``Layout`` turns carried utterances into ``user``/``assistant`` events: deterministic ids
 (uuid5 of session, position and source uuid), a linear parent chain, the source's own
 timestamp/cwd/version/gitBranch/userType, only text blocks (a stamp or summary mark is a
-separate leading block), a valid timestamp and a version on every item.
+separate leading block), a valid timestamp and a version on every item, and the carry mark
+(``runtime.speech.MARK_KEY``: the item's kind and the leading block Threadline added) that lets
+the next rebuild read the item back as what it was.
 """
 
 from __future__ import annotations
@@ -12,12 +14,18 @@ import hashlib
 import uuid
 from typing import Any, NamedTuple
 
-from runtime.speech import Utterance
+import orjson
+
+from runtime.speech import MARK_KEY, Utterance, carry_mark
 
 NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
 _NS_BYTES = NAMESPACE.bytes
 FALLBACK_VERSION = "2.1.328"
 EPOCH = "1970-01-01T00:00:00.000Z"
+TIMESTAMP_RULE = (
+    "an invalid timestamp takes the nearest earlier valid one; with none earlier, the first "
+    "valid one of the carried items; with none at all, " + EPOCH
+)
 SUMMARY_MARK = "[compaction summary, carried because the turns it summarises are not all here]"
 
 
@@ -56,6 +64,13 @@ class ManifestEntry(NamedTuple):
         return dict(self._asdict())
 
 
+def manifest_jsonl(manifest: Any) -> bytes:
+    """The manifest as JSONL, one entry per item in order (digests and ids, no speech text)."""
+    return b"".join(
+        orjson.dumps(entry.as_dict(), option=orjson.OPT_SORT_KEYS) + b"\n" for entry in manifest
+    )
+
+
 class Layout:
     """Turns utterances into candidate items, chaining ids and fixing timestamps/versions."""
 
@@ -77,6 +92,24 @@ class Layout:
     def timestamps_replaced(self) -> int:
         """Items whose source timestamp is not valid (they take the nearest earlier one)."""
         return sum(1 for utt, _, _ in self.pending if utt.timestamp_replaced or not utt.timestamp)
+
+    def timestamp_fallbacks(self) -> dict[str, Any]:
+        """How invalid source timestamps were replaced, by rule (SPEC §3.7), with the counts.
+
+        ``earlier``: the nearest earlier valid timestamp of the source; ``later`` (no earlier
+        one exists): the first valid timestamp of the carried items; ``epoch`` (no valid
+        timestamp anywhere): 1970-01-01T00:00:00.000Z.
+        """
+        counts = {"earlier": 0, "later": 0, "epoch": 0}
+        later = any(u.timestamp for u, _, _ in self.pending)
+        for utt, _, _ in self.pending:
+            if utt.timestamp_replaced or not utt.timestamp:
+                counts["earlier" if utt.timestamp else "later" if later else "epoch"] += 1
+        return {
+            "replaced": sum(counts.values()),
+            **counts,
+            "rule": TIMESTAMP_RULE,
+        }
 
     def versions_filled(self) -> int:
         """Items whose source has no version (they take the one before, or a fallback)."""
@@ -143,11 +176,14 @@ class Layout:
         if utt.role == "user":
             item["message"] = {"role": "user", "content": blocks}
             item["isMeta"] = False
+            if type(utt.origin) is dict:  # where a channel message came from, as the source says
+                item["origin"] = utt.origin
             self._last_message = None
         else:
             item["message"] = self._assistant_message(utt, blocks, item_id)
         item["uuid"] = item_id
         item["timestamp"] = timestamp
+        item[MARK_KEY] = carry_mark(utt.kind, blocks[0]["text"] if len(blocks) > 1 else None)
         return item
 
     def _assistant_message(

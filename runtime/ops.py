@@ -23,6 +23,7 @@ from runtime.errors import (
     IllegalTransitionError,
     StoreError,
 )
+from runtime.housekeeping import beyond, prune_artifacts, read_manifest, state_size
 from runtime.recover import expire_if_stale, reconcile_if_lost, request_age, worker_state
 from runtime.state import State
 from runtime.store import Operation, Store, now_iso
@@ -115,8 +116,13 @@ def _summary(store: Store, op: Operation) -> dict[str, Any]:
     }
 
 
-def status(config: Config, operation_id: str | None = None) -> dict[str, Any]:
-    """The full record and timeline of one operation (default: the active, else the latest)."""
+def status(config: Config, operation_id: str | None = None,
+           manifest: bool = False) -> dict[str, Any]:
+    """The full record and timeline of one operation (default: the active, else the latest).
+
+    With ``manifest`` the operation's kept per-item manifest is added, after its digest was
+    checked against the record.
+    """
     store = _store(config)
     op: Operation | None
     if operation_id:
@@ -127,12 +133,15 @@ def status(config: Config, operation_id: str | None = None) -> dict[str, Any]:
         return {"operation_id": None, "state": None, "message": "no operations yet"}
     out = op.to_dict()
     out["worker_status"] = worker_state(config, store, op)
+    out["state_dir_size"] = state_size(config, store)["shown"]
     out["heartbeat_age_s"] = _round(store.heartbeat_age(op.operation_id))
     age = request_age(op)
     out["request_age_s"] = _round(age)
     out["request_expires_in_s"] = _round(
         None if age is None else config.switch.request_max_age_hours * 3600.0 - age)
     out["events"] = store.events(op.operation_id)
+    if manifest:
+        out["manifest"] = read_manifest(op)
     return out
 
 
@@ -274,6 +283,7 @@ def doctor(config: Config) -> dict[str, Any]:
                 active = {"operation_id": op.operation_id, "state": op.state.value,
                           "worker": worker_state(config, store, op)}
             add("store", True, {"operations": len(store.ids()), "active": active})
+            add("state_dir_size", True, state_size(config, store))
         except StoreError as exc:
             add("store", False, str(exc))
     return {"ok": all(c["ok"] for c in checks.values()), "checks": checks, "active": active}
@@ -292,6 +302,8 @@ def recover(config: Config) -> dict[str, Any]:
     if after is not None and after.operation_id == op.operation_id and final.state.value == before:
         return {"recovered": None, "operation_id": op.operation_id, "state": before,
                 "message": f"operation is {before!r} with a live worker (or none needed)"}
+    if not final.active:
+        prune_artifacts(config, store, final.operation_id)
     return {"recovered": op.operation_id, "from": before, "state": final.state.value,
             "failure": dict(final.failure) if final.failure else None,
             "message": f"{op.operation_id}: {before} → {final.state.value}"}
@@ -306,13 +318,7 @@ def gc(config: Config, keep: int | None = None) -> dict[str, Any]:
     deleted = []
     with store.lock():
         ops = store.all()
-        finished = [o for o in ops if not o.active]
-        newest_activated = next((o.operation_id for o in reversed(ops)
-                                 if o.state == State.ACTIVATED), None)
-        doomed = finished[: max(0, len(finished) - keep)]
-        for op in doomed:
-            if op.operation_id == newest_activated:
-                continue  # its backup is what a rollback would need
+        for op in beyond(ops, keep):
             store.delete(op.operation_id)
             deleted.append(op.operation_id)
     return {"deleted": deleted, "kept": len(ops) - len(deleted)}

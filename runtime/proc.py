@@ -181,6 +181,38 @@ def locked(path: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)
 
 
+LOG_BYTES = 1 << 20  # a log file is rotated once it holds this much
+LOG_FILES = 5  # the log plus four rotated ones: LOG.1 (newest) … LOG.4 (oldest)
+
+
+def rotate_log(
+    path: str | os.PathLike[str], limit: int = LOG_BYTES, files: int = LOG_FILES
+) -> bool:
+    """Rotate ``path`` when it holds ``limit`` bytes or more: LOG → LOG.1 → … → LOG.{files-1}.
+
+    The oldest rotated file is dropped, so the log never holds much more than ``files`` ×
+    ``limit`` bytes. Returns True when it rotated. A writer still holding the old file keeps
+    writing to it (now LOG.1): nothing is lost.
+    """
+    target = Path(path)
+    try:
+        if target.stat().st_size < limit:
+            return False
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise ProcError(f"cannot stat log {str(target)!r}: {exc.strerror}") from exc
+    try:
+        for number in range(files - 1, 0, -1):
+            older = target.with_name(f"{target.name}.{number}")
+            newer = target.with_name(f"{target.name}.{number - 1}") if number > 1 else target
+            if newer.exists():
+                os.replace(newer, older)
+    except OSError as exc:
+        raise ProcError(f"cannot rotate log {str(target)!r}: {exc.strerror}") from exc
+    return True
+
+
 def spawn_detached(
     argv: Sequence[str],
     *,
@@ -194,6 +226,7 @@ def spawn_detached(
     caller (a Stop hook) can exit at once and the child survives the caller's pane being killed.
     """
     argv = tuple(str(a) for a in argv)
+    rotate_log(log_path)
     try:
         log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError as exc:

@@ -215,8 +215,19 @@ class Rebuild(Job):
                          "candidate_lines": line_count(self.candidate),
                          "stats": counts_only(result.stats())})
         self._build_result = result
+        self._keep_manifest(result)
         self._keep_snapshot(result.startup_snapshot)
         return result, new_id
+
+    def _keep_manifest(self, result: Any) -> None:
+        """Keep the per-item manifest in the artifacts (0600); record its path and digest."""
+        from runtime.candidate import write_manifest
+
+        path = self.store.artifacts(self.id) / "manifest.jsonl"
+        digest = write_manifest(result, path)
+        self.note("manifest_kept", {"path": str(path), "sha256": digest,
+                                    "entries": len(result.manifest)},
+                  facts={"manifest": str(path), "manifest_sha256": digest})
 
     def _keep_snapshot(self, snapshot: str | None) -> None:
         """Keep the frozen start-up injection in the artifacts (0600); record only its digest."""

@@ -30,6 +30,39 @@ _ISO = re.compile(
     r"(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)"
 )
 _BASH_ECHO = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
+# Every item a rebuild writes says what it carries under this top-level key (Claude Code loads
+# the event and ignores the key; it never reaches the model): ``{"kind": KIND}``, plus
+# ``"lead": TEXT`` when the item opens with a block Threadline added (a turn's time stamp or
+# the compaction-summary mark). The next rebuild reads it back, so the kind survives and the
+# added block is never mistaken for speech.
+MARK_KEY = "threadline"
+CARRIED_KINDS: frozenset[str] = frozenset(
+    (*HUMAN_KINDS, *ASSISTANT_KINDS, "startup_snapshot", "compact_summary")
+)
+
+
+def carry_mark(kind: str, lead: str | None) -> dict[str, str]:
+    """The mark a rebuilt item carries under ``MARK_KEY``."""
+    return {"kind": kind, "lead": lead} if lead else {"kind": kind}
+
+
+def read_mark(event: dict[str, Any], role: str) -> tuple[str, str | None] | None:
+    """``(kind, lead)`` of an item a rebuild wrote, or None when ``event`` carries no valid mark.
+
+    A mark whose kind does not fit the role, or whose lead is not a string, is not ours.
+    """
+    mark = event.get(MARK_KEY)
+    if type(mark) is not dict:
+        return None
+    kind = mark.get("kind")
+    if type(kind) is not str or kind not in CARRIED_KINDS:
+        return None
+    if (kind in ASSISTANT_KINDS) != (role == "assistant"):
+        return None
+    lead = mark.get("lead")
+    if lead is not None and type(lead) is not str:
+        return None
+    return kind, lead
 
 
 def looks_like_timestamp(value: Any) -> bool:
@@ -66,6 +99,7 @@ class Utterance(NamedTuple):
     user_type: Any
     message_id: Any
     model: Any
+    origin: Any = None  # a channel message's ``origin`` ({kind: "channel", server: …}), kept
 
 
 class SpeechRules:
@@ -220,6 +254,7 @@ class SpeechRules:
             event.get("userType"),
             message.get("id"),
             message.get("model"),
+            event.get("origin") if kind == "channel" else None,
         )
 
 

@@ -115,8 +115,13 @@ def scan(
     rules: RebuildConfig,
     sink: Sink | None = None,
     progress: Progress | None = None,
+    observer: Callable[[dict[str, Any], int], None] | None = None,
 ) -> tuple[ReadStats, Ledger]:
-    """Read ``path`` once, classify every event, and return what was seen and the ledger."""
+    """Read ``path`` once, classify every event, and return what was seen and the ledger.
+
+    ``observer`` (the independent audit, runtime.audit) sees every parsed event with its line
+    number before the classifier does, so it needs no second read of the file.
+    """
     stats = ReadStats()
     ledger = Ledger()
     classifier = Classifier(SpeechRules.from_config(rules), stats, ledger, sink)
@@ -149,6 +154,8 @@ def scan(
             if type(event) is not dict:
                 _malformed(stats, ledger, lineno, line)
                 continue
+            if observer is not None:
+                observer(event, lineno)
             handle_event(event, size)
             if progress is not None and position >= next_mark:
                 progress(position, total)

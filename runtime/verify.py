@@ -21,7 +21,7 @@ import orjson
 from runtime.candidate import Build
 from runtime.errors import VerificationError
 from runtime.items import ManifestEntry, sha256_text
-from runtime.speech import SPEECH_KINDS, valid_timestamp
+from runtime.speech import SPEECH_KINDS, read_mark, valid_timestamp
 
 CHECKS: tuple[str, ...] = (
     "mode",
@@ -36,6 +36,7 @@ CHECKS: tuple[str, ...] = (
     "version",
     "blocks",
     "stamp",
+    "mark",
     "text_digest",
     "recognition_audit",
 )
@@ -148,6 +149,12 @@ def _check_item(
     _require(len(content) == expected, "stamp", path, f"{where} has {len(content)} block(s)")
     if entry.stamp:
         _require(content[0]["text"] == entry.stamp, "stamp", path, f"{where} stamp differs")
+    _require(
+        read_mark(event, str(kind)) == (entry.kind, entry.stamp),
+        "mark",
+        path,
+        f"{where} does not carry the mark of a {entry.kind!r} item",
+    )
     digest = sha256_text(content[-1]["text"])
     _require(
         digest == entry.candidate_sha256 == entry.source_sha256,

@@ -43,7 +43,23 @@ def run(config: Config, operation_id: str) -> Operation:
 
     job_cls = Rebuild if op.state == State.SCHEDULED else Rollback
     job_cls(config, store, op, door).run()
-    return store.read(operation_id)
+    final = store.read(operation_id)
+    if not final.active:
+        _prune(config, store, operation_id)
+    return final
+
+
+def _prune(config: Config, store: Store, operation_id: str) -> None:
+    """Drop artifacts beyond keep_operations; a failure here never changes the outcome."""
+    from runtime.housekeeping import prune_artifacts
+
+    try:
+        pruned = prune_artifacts(config, store, operation_id)
+    except ThreadlineError as exc:
+        log(f"{operation_id}: pruning old artifacts failed: {exc}")
+        return
+    if pruned:
+        log(f"{operation_id}: pruned the artifacts of {', '.join(pruned)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,8 +19,9 @@ HINTS = {
                                    "old process is gone; fix claude.workdir/home and re-apply",
     "source session id non-empty": "no session transcript in project_dir; talk to claude first",
     "doctor": "run 'tl-rebuild doctor --config CONFIG' and fix each failing check",
-    "nothing blocked": "read 'tl-rebuild plan': a poisoned context or carry_overflow=block "
-                       "needs a human decision before any rebuild",
+    "nothing blocked": "read 'tl-rebuild plan': a poisoned context, carry_overflow=block or "
+                       "unrecognised speech (extend the speech rules) needs a human decision "
+                       "before any rebuild",
     "selected turns = source turns": "carry_max_tokens drops turns: raise it or set 0 "
                                      "(unlimited) in the profile's rebuild section",
     "nothing dropped": "a cap or include_open_tail=false leaves speech behind; adjust the "

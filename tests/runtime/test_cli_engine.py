@@ -245,3 +245,27 @@ def test_a_big_file_shows_progress_on_a_terminal_and_nothing_otherwise(tmp_path:
     finally:
         os.close(leader)
     assert b"tl-rebuild: reading big.jsonl 100%" in seen
+
+
+def test_fork_manifest_writes_one_0600_entry_per_item_with_its_digest_in_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import hashlib
+
+    target = tmp_path / "proof" / "manifest.jsonl"
+    target.parent.mkdir()
+    code, out, _ = run(capsys, "fork", "--transcript", str(chat(tmp_path)), "--manifest",
+                       str(target), "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["manifest"]["path"] == str(target)
+    assert result["manifest"]["sha256"] == hashlib.sha256(target.read_bytes()).hexdigest()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    entries = [json.loads(line) for line in target.read_text().splitlines()]
+    items = [json.loads(line) for line in Path(result["candidate_path"]).read_text().splitlines()]
+    assert [e["item_id"] for e in entries] == [i["uuid"] for i in items]
+    assert [e["kind"] for e in entries] == ["typed", "assistant_text", "channel", "channel_reply"]
+    for entry, item in zip(entries, items, strict=True):
+        said = hashlib.sha256(item["message"]["content"][-1]["text"].encode()).hexdigest()
+        assert entry["source_sha256"] == entry["candidate_sha256"] == said
+    assert "hello" not in target.read_text()  # digests and ids, never the words

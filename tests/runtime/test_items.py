@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 
 import orjson
+import pytest
 
 from runtime import candidate
 from runtime.items import NAMESPACE
@@ -53,7 +54,7 @@ def test_stamp_turns_false_carries_the_utterance_alone(tmp_path: Path) -> None:
     assert built.items[0]["message"]["content"] == [{"type": "text", "text": "question 0"}]
 
 
-def test_source_fields_are_kept_and_runtime_fields_dropped(tmp_path: Path) -> None:
+def test_source_fields_and_channel_origin_are_kept_runtime_fields_dropped(tmp_path: Path) -> None:
     t = Transcript()
     t.common.update(cwd="/srv/wo.rk", version="2.1.300", gitBranch="feature/x", userType="ext")
     t.channel("ping")
@@ -69,7 +70,8 @@ def test_source_fields_are_kept_and_runtime_fields_dropped(tmp_path: Path) -> No
         "ext",
     )
     assert human["isMeta"] is False and human["isSidechain"] is False
-    assert "origin" not in human and "toolUseResult" not in human
+    assert human["origin"] == source["origin"] == {"kind": "channel", "server": "companion"}
+    assert "toolUseResult" not in human
     assert "requestId" not in reply
     assert reply["message"]["usage"] == {"input_tokens": 0, "output_tokens": 0}
     assert reply["message"]["content"] == [{"type": "text", "text": "pong"}]
@@ -152,3 +154,44 @@ def test_a_message_id_is_shared_only_by_adjacent_parts(tmp_path: Path) -> None:
     ids = [item["message"].get("id") for item in built.items if item["type"] == "assistant"]
     assert ids[:2] == ["msg_1", "msg_1"]
     assert ids[2] != "msg_1" and ids[2].startswith("msg_tl_")
+
+
+def test_with_no_earlier_valid_timestamp_the_rule_and_the_count_are_stated(
+    tmp_path: Path,
+) -> None:
+    t = Transcript()
+    t.user("no time yet", timestamp=None)
+    t.assistant("still none", timestamp="soon")
+    t.user("timed")
+    t.assistant("bad again", timestamp="2026-02-30T10:00:00.000Z")
+    built = build(tmp_path, t)
+    fallbacks = built.stats()["timestamp_fallbacks"]
+    assert (fallbacks["replaced"], fallbacks["earlier"], fallbacks["later"], fallbacks["epoch"]) \
+        == (3, 1, 2, 0)
+    assert "with none earlier, the first valid one of the carried items" in fallbacks["rule"]
+
+
+def test_with_no_valid_timestamp_at_all_every_item_takes_the_epoch_and_says_so(
+    tmp_path: Path,
+) -> None:
+    t = Transcript()
+    t.user("undated", timestamp="never")
+    t.assistant("undated too", timestamp=None)
+    built = build(tmp_path, t)
+    assert [i["timestamp"] for i in built.items] == ["1970-01-01T00:00:00.000Z"] * 2
+    fallbacks = built.stats()["timestamp_fallbacks"]
+    assert (fallbacks["replaced"], fallbacks["epoch"]) == (2, 2)
+    assert fallbacks["rule"].endswith("with none at all, 1970-01-01T00:00:00.000Z")
+
+
+def test_plan_prints_the_timestamp_rule_when_a_timestamp_was_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runtime.cli import main
+
+    t = Transcript()
+    t.user("undated", timestamp="never")
+    t.assistant("ok")
+    assert main(["plan", "--transcript", str(t.write(tmp_path / "s.jsonl"))]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "timestamps replaced" in x)
+    assert "1 (earlier=0, later=1, epoch=0; rule: an invalid timestamp takes" in line

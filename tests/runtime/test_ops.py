@@ -261,3 +261,16 @@ def test_an_expired_rollback_request_leaves_the_new_session_active(world: World)
     final = world.store.read(op.operation_id)
     assert final.state == State.ACTIVATED and final.fact("rollback_cancel_reason") == "expired"
     assert world.store.events(op.operation_id)[-1]["phase"] == "rollback_expired"
+def _finished(world: World, state: State, artifact: bytes = b"backup") -> str:
+    op = world.store.create(reason={"reason": "old", "source": "test"}, bound_session_id=None,
+                            door="tmux", state=state)
+    (world.store.artifacts(op.operation_id) / "source.jsonl").write_bytes(artifact)
+    return op.operation_id
+
+
+def test_doctor_and_status_say_how_much_space_the_state_dir_holds(world: World) -> None:
+    op_id = _finished(world, State.FAILED, artifact=b"x" * 5000)
+    size = ops.doctor(world.config)["checks"]["state_dir_size"]
+    on_disk = sum(p.stat().st_size for p in world.state_dir.rglob("*") if p.is_file())
+    assert size["ok"] is True and size["detail"]["bytes"] == on_disk >= 5000
+    assert ops.status(world.config, op_id)["state_dir_size"].endswith("KiB")

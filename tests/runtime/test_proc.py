@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import stat
 import sys
 from pathlib import Path
@@ -86,3 +87,31 @@ def test_run_names_a_missing_binary_and_a_failing_command(tmp_path: Path) -> Non
     assert proc.run(failing).rc == 1
     with pytest.raises(ProcError, match=r"rc=1.*broken here"):
         proc.run(failing, check=True, cwd=tmp_path)
+
+
+def test_a_log_below_the_limit_is_left_alone(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    log.write_bytes(b"x" * 99)
+    assert proc.rotate_log(log, limit=100) is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker.log"]
+
+
+def test_a_full_log_rotates_and_never_more_than_five_files_remain(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    for generation in range(8):
+        log.write_bytes(bytes([65 + generation]) * 100)
+        assert proc.rotate_log(log, limit=100) is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "worker.log.1", "worker.log.2", "worker.log.3", "worker.log.4",
+    ]
+    assert (tmp_path / "worker.log.1").read_bytes() == b"H" * 100  # the newest
+    assert (tmp_path / "worker.log.4").read_bytes() == b"E" * 100  # the oldest kept
+
+
+def test_spawning_a_worker_rotates_a_full_log_first(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    log.write_bytes(b"old\n" * (proc.LOG_BYTES // 4))
+    pid = proc.spawn_detached([sys.executable, "-c", "print('fresh')"], log_path=log)
+    os.waitpid(pid, 0)  # our child: it has written and exited
+    assert log.read_bytes() == b"fresh\n"
+    assert (tmp_path / "worker.log.1").stat().st_size == proc.LOG_BYTES

@@ -87,6 +87,38 @@ def test_the_startup_snapshot_is_kept_0600_in_the_artifacts_with_only_its_digest
     assert "claudeMd" not in world.store.events_path(op_id).read_text("utf-8")
 
 
+def test_the_manifest_is_kept_0600_with_its_digest_and_status_prints_it_checked(
+    tmp_path: Path, tmux_server: TmuxServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runtime.cli import main
+
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    op = world.store.read(op_id)
+    kept = Path(op.fact("manifest"))
+    assert kept == world.store.artifacts(op_id) / "manifest.jsonl"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert op.fact("manifest_sha256") == digest(kept)
+    candidate = [json.loads(line) for line in Path(op.fact("candidate_path")).read_text()
+                 .splitlines()[: op.fact("candidate_lines")]]
+    config = str(world.config.source)
+
+    assert main(["status", "--config", config, "--operation", op_id, "--manifest",
+                 "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["manifest"]
+    assert [e["item_id"] for e in shown] == [e["uuid"] for e in candidate]
+    assert main(["status", "--config", config, "--operation", op_id, "--manifest"]) == 0
+    table = capsys.readouterr().out
+    assert all(e["uuid"] in table for e in candidate)
+
+    kept.write_bytes(kept.read_bytes().replace(b'"typed"', b'"queued"', 1))
+    assert main(["status", "--config", config, "--operation", op_id, "--manifest"]) == 1
+    assert "has digest" in capsys.readouterr().err
+
+
 def test_worker_survives_the_respawn_of_the_pane_it_was_started_from(
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
