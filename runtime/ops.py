@@ -263,7 +263,9 @@ def doctor(config: Config) -> dict[str, Any]:
             if op is not None:
                 active = {"operation_id": op.operation_id, "state": op.state.value,
                           "worker": worker_state(config, store, op)}
-            add("store", True, {"operations": len(store.ids()), "active": active})
+            strays = store.strays()  # the one place a non-conforming record name is reported
+            add("store", not strays, {"operations": len(store.ids()), "active": active,
+                                      **({"not_operation_ids": strays} if strays else {})})
         except StoreError as exc:
             add("store", False, str(exc))
     return {"ok": all(c["ok"] for c in checks.values()), "checks": checks, "active": active}
