@@ -489,3 +489,17 @@ def test_a_new_file_and_claude_dir_are_given_to_the_owner_of_the_claude_home(tmp
     for path in (claude_dir, settings):
         assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534)
     assert settings.stat().st_mode & 0o777 == 0o600
+
+
+# -- issue 11 §13: a lone surrogate is kept, deep nesting is named ----------------------------
+def test_a_lone_surrogate_in_settings_is_kept_as_its_escape_and_the_file_stays_utf8() -> None:
+    raw = b'{"env": {"NOTE": "split emoji \\ud83d"}}\n'
+    doc = parse_settings(raw, "/home/u/.claude/settings.json")
+    written = dump_settings(doc)
+    assert b"\\ud83d" in written and json.loads(written.decode("utf-8")) == doc
+
+
+def test_a_deeply_nested_settings_file_is_refused_saying_what_is_wrong() -> None:
+    raw = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(SettingsError, match=r"'/s\.json' is nested too deeply to read"):
+        parse_settings(raw, "/s.json")
