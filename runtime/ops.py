@@ -26,6 +26,7 @@ from runtime.recover import reconcile_if_lost, worker_state
 from runtime.state import State
 from runtime.store import Operation, Store, now_iso
 
+MAX_REASON_CHARS = 300
 WORDS = {"request": "REBUILD", "cancel": "CANCEL", "rollback": "ROLLBACK"}
 
 
@@ -54,6 +55,11 @@ def request(config: Config, reason: str, confirmation: str, session_id: str | No
     _confirm("request", confirmation)
     if not reason or not reason.strip():
         raise ConfirmationError("request needs a non-empty reason; nothing written")
+    if len(reason.strip()) > MAX_REASON_CHARS:
+        raise ConfirmationError(
+            f"request reason is {len(reason.strip())} characters, at most {MAX_REASON_CHARS}: "
+            "say why in a sentence (audit records never hold conversation text); nothing written"
+        )
     store = _store(config)
     entry = {"reason": reason.strip(), "source": source, "at": now_iso()}
     if session_id:
