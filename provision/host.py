@@ -97,7 +97,7 @@ class Host:
         raise NotImplementedError
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None,
-                   backup: bool = True) -> str | None:
+                   backup: bool = True, overwrite_read_only: bool = False) -> str | None:
         """Replace ``path`` atomically; return the backup path of the old file, if any."""
         raise NotImplementedError
 
@@ -195,7 +195,7 @@ class LocalHost(Host):
         return shutil.which(name)
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None,
-                   backup: bool = True) -> str | None:
+                   backup: bool = True, overwrite_read_only: bool = False) -> str | None:
         """A symlink is written through to its target (the link and the user's dotfiles
         stay); a dangling link, a directory or a read-only file is refused untouched; a
         failed write removes the backup it made."""
@@ -204,9 +204,9 @@ class LocalHost(Host):
         old = self.stat(path)
         if old is not None and old.is_dir:
             raise HostError(f"cannot write {path!r}: it is a directory; nothing written")
-        if old is not None and not old.mode & 0o200:
+        if old is not None and not old.mode & 0o200 and not overwrite_read_only:
             raise HostError(f"{path!r} is read-only (mode {old.mode:04o}); nothing written — "
-                            "make it writable (chmod u+w) if Threadline may change it")
+                            "make it writable (chmod u+w) or set install.overwrite_read_only")
         final_mode = mode if mode is not None else (old.mode if old else 0o644)
         backup_path = None
         # root replacing another user's file (settings.json of the claude user) keeps its owner

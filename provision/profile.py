@@ -62,6 +62,7 @@ class InstallSpec:
     config_path: str
     state_dir: str
     prefix: str | None = None
+    overwrite_read_only: bool = False  # a read-only settings.json/config is refused otherwise
 
     @property
     def manifest_path(self) -> str:

@@ -80,7 +80,7 @@ class FakeHost(Host):
         return None
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None,
-                   backup: bool = True) -> str | None:
+                   backup: bool = True, overwrite_read_only: bool = False) -> str | None:
         old = self.files.get(path)
         backup_path = None
         if backup and old is not None:
@@ -155,8 +155,9 @@ class SandboxHost(Host):
         return self.local.which(name)
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None,
-                   backup: bool = True) -> str | None:
-        return self.local.write_file(self._path(path), data, mode=mode, backup=backup)
+                   backup: bool = True, overwrite_read_only: bool = False) -> str | None:
+        return self.local.write_file(self._path(path), data, mode=mode, backup=backup,
+                                     overwrite_read_only=overwrite_read_only)
 
     def ensure_dir(self, path: str, mode: int) -> None:
         self.local.ensure_dir(self._path(path), mode)

@@ -71,3 +71,39 @@ def test_a_failed_write_leaves_the_file_and_no_stray_backup(tmp_path: Path) -> N
     assert done.returncode == 3 and "cannot write" in done.stdout, done.stderr
     assert settings.read_text() == '{"keep": 1}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+
+
+def _stop_hook_ctx(home: Path, overwrite: bool | None = None):
+    import pwd
+
+    from provision.profile import profile_from_mapping
+    from provision.result import Context
+
+    install = {"config_path": str(home / "etc" / "config.toml"), "state_dir": str(home / "st"),
+               "prefix": str(Path(sys.executable).parent.parent)}
+    if overwrite is not None:
+        install["overwrite_read_only"] = overwrite
+    return Context(profile=profile_from_mapping({
+        "host": "test", "claude": {"user": pwd.getpwuid(os.getuid()).pw_name, "home": str(home)},
+        "door": {"kind": "tmux", "tmux": {"target": "main:0.0"}}, "install": install}))
+
+
+def test_the_stop_hook_task_refuses_a_read_only_settings_file_unless_the_profile_allows_it(
+    tmp_path: Path,
+) -> None:
+    from provision.tasks.settings import StopHook
+
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": "opus"}\n')
+    settings.chmod(0o444)
+    host, task = LocalHost(), StopHook()
+    refused = _stop_hook_ctx(tmp_path)
+    with pytest.raises(HostError, match="read-only"):
+        for action in task.plan(task.facts(host, refused), refused):
+            action.execute(host)
+    assert settings.read_text() == '{"model": "opus"}\n'
+    allowed = _stop_hook_ctx(tmp_path, overwrite=True)
+    for action in task.plan(task.facts(host, allowed), allowed):
+        action.execute(host)
+    assert "tl-rebuild hook-stop" in settings.read_text()
