@@ -281,7 +281,7 @@ def recover(config: Config) -> dict[str, Any]:
     """Reconcile an active operation whose worker is gone; report what was done."""
     store = _store(config)
     with store.lock():
-        op = store.active()
+        op = store.active() or store.adopt_unhinted()
         if op is None:
             return {"recovered": None, "state": None, "message": "no active operation"}
         before = op.state.value

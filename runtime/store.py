@@ -227,6 +227,25 @@ class Store:
             return None
         return op if op.active else None
 
+    def adopt_unhinted(self) -> Operation | None:
+        """The newest active record that the ``active`` hint does not name (left by a crash
+        of an older version between record and hint): the hint is set to it and it is
+        returned; None when the hint is right. Reads every record, so only ``recover`` calls it.
+        """
+        with self.lock():
+            if self.active() is not None:
+                return None
+            for operation_id in reversed(self.ids()):
+                try:
+                    op = self.read(operation_id)
+                except StoreError:
+                    continue
+                if op.active:
+                    proc.atomic_write(self.active_path, op.operation_id.encode(), 0o600)
+                    self.event(op.operation_id, "hint_restored", state=op.state.value)
+                    return op
+        return None
+
     def latest(self) -> Operation | None:
         ids = self.ids()
         return self.read(ids[-1]) if ids else None

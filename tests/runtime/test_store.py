@@ -243,3 +243,17 @@ def test_doctor_reports_a_stray_record_name_once_as_a_failed_store_check(tmp_pat
     store_check = ops.doctor(world.config)["checks"]["store"]
     assert store_check["ok"] is False
     assert store_check["detail"]["not_operation_ids"] == ["op-broken.json"]
+
+
+def test_recover_finds_an_active_record_that_no_hint_names_and_settles_it(
+    tmp_path: Path,
+) -> None:
+    from runtime import ops
+
+    world = make_world(tmp_path)
+    op_id = new(world.store, session=world.old_session)
+    world.store.active_path.unlink()  # what a crash of an older version left behind
+    assert world.store.active() is None
+    result = ops.recover(world.config)
+    assert result["operation_id"] == op_id and "hint_restored" in world.events(op_id)
+    assert world.store.active() is not None and world.store.active().operation_id == op_id
