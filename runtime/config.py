@@ -247,7 +247,8 @@ def regex_errors(data: Any) -> list[str]:
 
 def value_errors(data: Any, prefix: str = "") -> list[str]:
     """Values no schema type excludes but no knob can mean: NUL bytes in strings (they end a
-    path or an argv token early) and NaN/Infinity (every comparison with them is false)."""
+    path or an argv token early), lone surrogates (no file can hold them) and NaN/Infinity
+    (every comparison with them is false)."""
     if isinstance(data, dict):
         return [p for k, v in data.items() for p in value_errors(v, f"{prefix}{k}.")]
     if isinstance(data, list | tuple):
@@ -255,9 +256,19 @@ def value_errors(data: Any, prefix: str = "") -> list[str]:
     key = prefix.rstrip(".") or "(top level)"
     if isinstance(data, str) and "\x00" in data:
         return [f"{key}: contains a NUL byte"]
+    if isinstance(data, str) and not _utf8(data):
+        return [f"{key}: contains a lone UTF-16 surrogate (not writable as UTF-8)"]
     if isinstance(data, float) and not math.isfinite(data):
         return [f"{key}: {data!r} is not a finite number"]
     return []
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _compile_problem(key: str, pattern: Any) -> list[str]:

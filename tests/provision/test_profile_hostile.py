@@ -61,3 +61,49 @@ def test_a_profile_with_shared_aliases_of_modest_size_still_loads(tmp_path: Path
         "install: {config_path: /etc/threadline/config.toml, state_dir: /var/lib/tl}\n"
         "rebuild: {poison_patterns: &p [boom], injected_tags: *p}\n")
     assert load_profile(path).rebuild["injected_tags"] == ["boom"]
+
+
+def test_any_odd_value_anywhere_in_a_shipped_inventory_is_a_profile_or_a_profile_error(
+    tmp_path: Path,
+) -> None:
+    """Seeded fuzz: 600 shipped inventories with one value replaced by an arbitrary one (NaN,
+    NUL, huge numbers, surrogates, nesting) load or fail with ProfileError — nothing else."""
+    import random
+
+    import yaml
+
+    from tests.provision.test_profile import INVENTORIES
+    from tests.runtime.test_fuzz_guard import SEED, _paths, odd_value
+
+    rng = random.Random(SEED)
+    bases = [yaml.safe_load(path.read_text()) for path in INVENTORIES]
+    outcomes = {"loaded": 0, "refused": 0}
+    for number in range(600):
+        data = json_copy(rng.choice(bases))
+        path = rng.choice(_paths(data))
+        holder = data
+        for part in path[:-1]:
+            holder = holder[part]
+        holder[path[-1]] = odd_value(rng) if rng.random() < 0.9 else float("nan")
+        try:
+            profile_from_mapping(data, f"case-{number}")
+            outcomes["loaded"] += 1
+        except ProfileError as exc:
+            assert "\n" not in str(exc)
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0 and outcomes["loaded"] > 0, outcomes
+
+
+def json_copy(value):
+    import copy
+
+    return copy.deepcopy(value)
+
+
+def test_a_lone_surrogate_in_a_profile_value_is_refused_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "host.yml"
+    path.write_text('host: "box \\ud83d"\nclaude: {user: u, home: /home/u}\n'
+                    "door: {kind: tmux, tmux: {target: 'main:0.0'}}\n"
+                    "install: {config_path: /etc/tl/config.toml, state_dir: /var/lib/tl}\n")
+    with pytest.raises(ProfileError, match="host: contains a lone UTF-16 surrogate"):
+        load_profile(path)
