@@ -42,6 +42,7 @@ def now_iso() -> str:
 
 ID_PATTERN = re.compile(r"op-(\d{8}T\d{6})\.(\d{6})Z-[0-9a-f]{6}")
 LOCK_TIMEOUT_S = 10.0
+_YEAR_10000 = 253402300800 * 1_000_000  # microseconds from the epoch to 10000-01-01
 
 
 def _stamp(micros: int) -> str:
@@ -62,6 +63,9 @@ def new_operation_id(after: str = "") -> str:
     if match:
         previous = calendar.timegm(time.strptime(match[1], "%Y%m%dT%H%M%S")) * 1_000_000
         now = max(now, previous + int(match[2]) + 1)
+    if now >= _YEAR_10000:
+        raise StoreError(f"operation {after!r} is dated at the end of year 9999, so no later "
+                         "id exists; remove or rename that record")
     return f"op-{_stamp(now)}-{secrets.token_hex(3)}"
 
 

@@ -169,6 +169,8 @@ def test_ids_keep_creation_order_when_the_clock_reads_earlier_than_the_newest_id
     following = new_operation_id(after=newest)
     assert following.startswith("op-30000101T000000.000000Z-") and following > newest
     assert new_operation_id(after="op-broken") > "op-2026"
+    with pytest.raises(StoreError, match="end of year 9999"):
+        new_operation_id(after="op-99991231T235959.999999Z-abcdef")
 
 
 def test_a_stuck_lock_holder_gives_a_store_error_naming_its_pid(tmp_path: Path) -> None:
