@@ -29,12 +29,16 @@ from tests.conftest import corpus_dir
 from tests.fixtures.transcripts import Transcript
 
 SEED = int(os.environ.get("THREADLINE_FUZZ_SEED", "1103"))
-READER_CASES = 2500
-CLI_CASES = 400
+READER_CASES = 5000
+CLI_CASES = 1000
 SUBPROCESS_CASES = 12
 ODD_STRINGS = ["", " ", "\ud83d", "we chose \udc00 x", "0000-01-01T00:00:00Z",
                "9999-12-31T23:00:00-05:00", "0001-01-01T00:30:00+01:00", "[Request interrupted",
                "<system-reminder>x</system-reminder>", "\x00", "é" * 50, "<channel source=\"x\">"]
+# Fields whose odd values broke the reader before (issue 11 §3): tried more often.
+HOSTILE_KEYS = {"timestamp", "signature", "data", "thinking", "text", "content", "type",
+                "isMeta", "origin", "attachment", "prompt", "name", "input"}
+ODD_STAMPS = ["0000-01-01T00:00:00Z", "9999-12-31T23:00:00-05:00", "0001-01-01T00:30:00+01:00"]
 TL_REBUILD = str(Path(sys.executable).with_name("tl-rebuild"))
 
 
@@ -79,8 +83,9 @@ def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
 
 
 def mutate(rng: random.Random, line: bytes) -> bytes:
-    """One mutation of a real line: an odd value in any field, a dropped key, a cut, bytes."""
-    how = rng.randrange(6)
+    """One mutation of a real line: an odd value in any field, a dropped key, a cut, bytes, or
+    an extra block with odd values spliced into a message's content."""
+    how = rng.randrange(7)
     if how == 0:
         cut = rng.randrange(len(line))
         return line[:cut]
@@ -91,10 +96,19 @@ def mutate(rng: random.Random, line: bytes) -> bytes:
         event = json.loads(line)
     except ValueError:
         return line
+    content = event.get("message", {}).get("content") if isinstance(event, dict) and \
+        isinstance(event.get("message"), dict) else None
+    if how == 6 and isinstance(content, list):
+        content.insert(rng.randrange(len(content) + 1), {
+            "type": rng.choice(["thinking", "redacted_thinking", "image", "tool_use", "text"]),
+            "thinking": odd_value(rng), "signature": odd_value(rng), "data": odd_value(rng),
+            "text": odd_value(rng), "source": odd_value(rng), "name": odd_value(rng)})
+        return json.dumps(event).encode("utf-8", "surrogatepass")
     paths = _paths(event)
     if not paths:
         return line
-    path = rng.choice(paths)
+    hostile = [p for p in paths if p[-1] in HOSTILE_KEYS]
+    path = rng.choice(hostile if hostile and rng.random() < 0.6 else paths)
     holder = event
     for part in path[:-1]:
         holder = holder[part]
@@ -105,11 +119,26 @@ def mutate(rng: random.Random, line: bytes) -> bytes:
     return json.dumps(event).encode("utf-8", "surrogatepass")
 
 
-def planted(n: int) -> tuple[str, bytes]:
+def planted(rng: random.Random, n: int) -> tuple[str, bytes]:
+    """A human sentence that must be carried, in one of the shapes that once lost it: plain,
+    after an interrupt marker, with a lone surrogate escape, with an overflowing timestamp,
+    or as the second block of a multi-block prompt."""
     sentence = f"planted sentence number {n} about the blue door"
     t = Transcript()
-    t.user(sentence)
-    return sentence, t.lines[0]
+    shape = rng.randrange(5)
+    if shape == 1:
+        t.user(f"[Request interrupted by user]\n{sentence}")
+    elif shape == 3:
+        t.user(sentence, timestamp=rng.choice(ODD_STAMPS))
+    elif shape == 4:
+        t.user([{"type": "text", "text": "[Request interrupted by user for tool use]"},
+                {"type": "text", "text": sentence}])
+    else:
+        t.user(sentence)
+    line = t.lines[0]
+    if shape == 2:
+        line = line.replace(sentence.encode(), sentence.encode() + b" \\ud83d")
+    return sentence, line
 
 
 def case(rng: random.Random, lines: list[bytes], number: int) -> tuple[bytes, list[str]]:
@@ -117,7 +146,7 @@ def case(rng: random.Random, lines: list[bytes], number: int) -> tuple[bytes, li
               for _ in range(rng.randrange(1, 8))]
     sentences = []
     for k in range(rng.randrange(0, 3)):
-        sentence, line = planted(number * 10 + k)
+        sentence, line = planted(rng, number * 10 + k)
         chosen.insert(rng.randrange(len(chosen) + 1), line)
         sentences.append(sentence)
     return b"\n".join(chosen) + b"\n", sentences
