@@ -1,8 +1,10 @@
 """The Stop hook: ``tl-rebuild hook-stop [--config C] [--wait]`` with the hook JSON on stdin.
 
 Claude Code runs it after every turn, so the path with nothing pending reads one small file
-and imports only ``json``/``os``/``tomllib``. It always exits 0 and prints ``{}``: a Stop hook
-that exits 2 would feed its stderr to the model and start another turn. Errors go to the
+and imports only ``json``/``os``/``tomllib`` (plus ``select``/``fcntl`` for its bounds). It
+always exits 0 and prints ``{}`` — never blocking on a full or closed stdout: a Stop hook that
+exits 2 would feed its stderr to the model and start another turn. Stdin is read to EOF
+within 4 MiB and 3 s; a cut read acts on nothing. Errors go to the
 operation timeline and the worker log.
 
 With a pending operation bound to this session it marks the operation ``scheduled`` and
