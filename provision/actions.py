@@ -98,11 +98,13 @@ class WriteFile(Action):
     summary: str = ""
     validate: Callable[[bytes], None] | None = field(default=None, compare=False)
     backup: bool = True
+    overwrite_read_only: bool = False
 
     def execute(self, host: Host) -> str | None:
         if self.validate is not None:
             self.validate(self.content)
-        backup = host.write_file(self.path, self.content, mode=self.mode, backup=self.backup)
+        backup = host.write_file(self.path, self.content, mode=self.mode, backup=self.backup,
+                                 overwrite_read_only=self.overwrite_read_only)
         return f"backup {backup}" if backup else None
 
     def diff(self) -> str:

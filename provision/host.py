@@ -72,12 +72,32 @@ class Host:
         """Names in a directory ([] when it does not exist)."""
         raise NotImplementedError
 
+    def realpath(self, path: str) -> str:
+        """``path`` (absolute) with every symlink in it resolved through ``readlink``."""
+        parts, done, hops = [p for p in path.split("/") if p], "", 0
+        while parts:
+            part = parts.pop(0)
+            if part in (".", ""):
+                continue
+            if part == "..":
+                done = done.rsplit("/", 1)[0]
+                continue
+            target = self.readlink(f"{done}/{part}")
+            hops += 1
+            if target is None or hops > 40:
+                done = f"{done}/{part}"
+                continue
+            parts = [p for p in target.split("/") if p] + parts
+            if target.startswith("/"):
+                done = ""
+        return done or "/"
+
     def which(self, name: str) -> str | None:
         """The absolute path of ``name`` found on PATH (or ``name`` itself if absolute)."""
         raise NotImplementedError
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None,
-                   backup: bool = True) -> str | None:
+                   backup: bool = True, overwrite_read_only: bool = False) -> str | None:
         """Replace ``path`` atomically; return the backup path of the old file, if any."""
         raise NotImplementedError
 
@@ -160,6 +180,9 @@ class LocalHost(Host):
         except OSError:
             return None
 
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
     def listdir(self, path: str) -> list[str]:
         try:
             return sorted(os.listdir(path))
@@ -172,20 +195,31 @@ class LocalHost(Host):
         return shutil.which(name)
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None,
-                   backup: bool = True) -> str | None:
+                   backup: bool = True, overwrite_read_only: bool = False) -> str | None:
+        """A symlink is written through to its target (the link and the user's dotfiles
+        stay); a dangling link, a directory or a read-only file is refused untouched; a
+        failed write removes the backup it made."""
+        path = _write_target(path)
         target = Path(path)
         old = self.stat(path)
+        if old is not None and old.is_dir:
+            raise HostError(f"cannot write {path!r}: it is a directory; nothing written")
+        if old is not None and not old.mode & 0o200 and not overwrite_read_only:
+            raise HostError(f"{path!r} is read-only (mode {old.mode:04o}); nothing written — "
+                            "make it writable (chmod u+w) or set install.overwrite_read_only")
         final_mode = mode if mode is not None else (old.mode if old else 0o644)
         backup_path = None
         # root replacing another user's file (settings.json of the claude user) keeps its owner
         owner = (old.uid, old.gid) if old is not None and os.geteuid() == 0 else None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            if backup and old is not None and not old.is_dir:
+            if backup and old is not None:
                 backup_path = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}~"
                 self._atomic(Path(backup_path), target.read_bytes(), old.mode, owner)
             self._atomic(target, data, final_mode, owner)
         except OSError as exc:
+            if backup_path is not None:
+                Path(backup_path).unlink(missing_ok=True)
             raise HostError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
         return backup_path
 
@@ -217,6 +251,17 @@ class LocalHost(Host):
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _write_target(path: str) -> str:
+    """The file a write of ``path`` must change: ``path``, or the file its symlink names."""
+    if not os.path.islink(path):
+        return path
+    resolved = os.path.realpath(path)
+    if not os.path.exists(resolved):
+        raise HostError(f"{path!r} is a symlink to {resolved!r}, which does not exist; "
+                        "nothing written — create the target or replace the link")
+    return resolved
 
 
 def _devnull() -> int:

@@ -10,6 +10,7 @@ both argvs unless the profile says ``prefer: configured|live``.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -276,6 +277,40 @@ def _runner(host: Host, profile: Profile) -> Launch:
                    configured.cwd or profile.claude.workdir, [f"claude line: {found[0]}"])
 
 
+# Where the claude executable really lives (after symlinks): npm's package (the native
+# binary, its per-platform package, or the older cli.js) or the native installer's versions.
+_CLAUDE_LAYOUT = re.compile(
+    r".*/node_modules/@anthropic-ai/claude-code(?:-[a-z0-9-]+)?/(?:bin/claude\.exe|cli\.js|claude)"
+    r"|.*/claude/versions/[0-9][0-9A-Za-z.+-]*")
+
+
+def claude_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
+    """How the executable at ``real`` (symlinks resolved) is known to be claude, or None."""
+    if binary_real is not None and real == binary_real:
+        return "the profile's claude.binary"
+    if _CLAUDE_LAYOUT.fullmatch(real):
+        return "the Claude Code package layout"
+    if live_exe is not None and real == live_exe:
+        return "the live claude process's executable"
+    return None
+
+
+def identify_claude(host: Host, profile: Profile, program: str,
+                    live: LiveProcess | None) -> str:
+    """Evidence that ``program`` is claude; IntrospectError when nothing identifies it, so
+    no unidentified program is ever run (``--version``) or given a resume argv."""
+    real = host.realpath(program)
+    binary = host.realpath(profile.claude.binary) if profile.claude.binary else None
+    exe = host.readlink(f"/proc/{live.pid}/exe") if live is not None else None
+    how = claude_identity(real, binary, host.realpath(exe) if exe else None)
+    if how is None:
+        raise IntrospectError(
+            f"launch command {program!r} (resolves to {real!r}) is not claude: it is not "
+            "claude.binary, not in an @anthropic-ai/claude-code install and not the live "
+            "claude's executable; nothing was run — set claude.binary if it is a wrapper")
+    return f"claude identified by {how}: {real}"
+
+
 def _settle(host: Host, profile: Profile, source: str, configured: F.ShellCommand,
             live: LiveProcess | None, workdir: str | None, evidence: list[str]) -> Launch:
     """Resolve argv[0], compare configured with live, apply ``prefer``, build the Launch."""
@@ -292,6 +327,7 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
             if profile.prefer == "live":
                 chosen = live.argv if live.argv[0].startswith("/") else (argv[0], *live.argv[1:])
             evidence.append(f"configured ≠ live; profile prefers {profile.prefer}")
+    evidence.append(identify_claude(host, profile, chosen[0], live))
     if profile.claude.workdir:
         workdir = profile.claude.workdir
     if workdir is None:

@@ -62,6 +62,7 @@ class InstallSpec:
     config_path: str
     state_dir: str
     prefix: str | None = None
+    overwrite_read_only: bool = False  # a read-only settings.json/config is refused otherwise
 
     @property
     def manifest_path(self) -> str:
@@ -127,23 +128,76 @@ def load_profile(path: str | Path) -> Profile:
     """Read and validate ``path``; a ProfileError lists every problem at once."""
     source = Path(path)
     try:
-        data = yaml.safe_load(source.read_text("utf-8"))
+        text = source.read_text("utf-8")
     except FileNotFoundError as exc:
         raise ProfileError(f"host profile not found: {str(source)!r}") from exc
-    except OSError as exc:
-        raise ProfileError(f"cannot read host profile {str(source)!r}: {exc.strerror}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise ProfileError(f"cannot read host profile {str(source)!r}: {why}") from exc
+    try:
+        data = bounded_yaml(text)
     except yaml.YAMLError as exc:
         raise ProfileError(f"host profile {str(source)!r} is not valid YAML: {exc}") from exc
+    except ValueError as exc:
+        raise ProfileError(f"host profile {str(source)!r} is refused: {exc}") from exc
     return profile_from_mapping(data, str(source))
+
+
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_NODES = 100_000  # after alias expansion: a "billion laughs" file stops here
+MAX_YAML_DEPTH = 64
+
+
+def bounded_yaml(text: str) -> Any:
+    """``yaml.safe_load`` of ``text`` with its size, nesting depth and alias-expanded node
+    count bounded (ValueError naming the bound): the node graph is measured before anything
+    is constructed, so an alias bomb never grows in memory."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ValueError(f"larger than {MAX_YAML_BYTES} bytes")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
+    if root is None:
+        return None
+    _measure(root)
+    return yaml.SafeLoader(text).get_single_data()
+
+
+def _measure(root: yaml.Node) -> None:
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:  # iterative post-order walk; shared (aliased) nodes are counted per use
+        node, depth, done = stack.pop()
+        if depth > MAX_YAML_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_YAML_DEPTH} levels")
+        children = _children(node)
+        if done or not children:
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[id(node)] > MAX_YAML_NODES:
+                raise ValueError(f"expands to more than {MAX_YAML_NODES} values (aliases)")
+            continue
+        if id(node) in sizes:
+            continue
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
 
 
 def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     """Validate a parsed mapping and freeze it into a Profile."""
-    problems = profile_errors(data)
-    if not problems:
-        from runtime.config import regex_errors
+    from runtime.config import regex_errors, value_errors
 
-        problems = regex_errors({"rebuild": data.get("rebuild", {})})
+    problems = profile_errors(data)
+    if isinstance(data, dict):
+        problems += regex_errors({"rebuild": data.get("rebuild", {})}) + value_errors(data)
     if problems:
         where = f"host profile {source!r}" if source else "host profile"
         raise ProfileError(f"invalid {where}: " + "; ".join(problems))

@@ -64,6 +64,9 @@ def parse_settings(raw: bytes | None, path: str = "settings.json") -> dict[str, 
                             f"{exc.lineno} column {exc.colno}") from exc
     except ValueError as exc:
         raise SettingsError(f"settings file '{path}' {exc}") from exc
+    except RecursionError as exc:
+        raise SettingsError(f"settings file '{path}' is nested too deeply to read; "
+                            "no Claude Code settings file looks like this") from exc
     if not isinstance(doc, dict):
         raise SettingsError(f"settings file '{path}' holds a JSON {_kind(doc)}, not an object")
     _check_stop_shape(doc, path)
@@ -72,7 +75,10 @@ def parse_settings(raw: bytes | None, path: str = "settings.json") -> dict[str, 
 
 def dump_settings(doc: dict[str, Any]) -> bytes:
     """Serialise ``doc`` as Claude Code does: 2-space indent, key order kept, trailing newline."""
-    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    # A lone UTF-16 surrogate (valid JSON, what JavaScript writes for a split emoji) goes
+    # back out as the same \\uXXXX escape it came in as: the file stays valid UTF-8.
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return text.encode("utf-8", "backslashreplace")
 
 
 def hook_config(handler: Any, marker: str = MARKER) -> str | None:

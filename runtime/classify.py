@@ -318,18 +318,24 @@ class Classifier:
         rules = self.rules
         kept: list[str] = []
         removed = 0
+        interrupted = False
         for text in texts:
             left, cut = rules.strip_injected(text)
             removed += cut
-            if left and not left.isspace():
-                kept.append(left)
+            words = rules.strip_interrupt(left)
+            interrupted = interrupted or words is not left
+            if words and not words.isspace():
+                kept.append(words)
         ledger = self.ledger
         ledger.add("image", image_bytes)
         removed = min(removed, size - image_bytes)
         ledger.add("injected_block", removed)
         rest = size - image_bytes - removed
         if not kept:
-            self._ignore("user", "empty_after_strip", "injected_block", rest)
+            if interrupted:
+                self._ignore("user", "interrupt_marker", "other", rest)
+            else:
+                self._ignore("user", "empty_after_strip", "injected_block", rest)
             return
         reason = rules.not_speech(kept[0])
         if reason is not None:
@@ -439,9 +445,9 @@ def _block_size(block: Any) -> int:
         return (len(data) if type(data) is str else 0) + 80
     if btype == "thinking":
         text = block.get("thinking")
-        return _utf8_len(text) + len(block.get("signature") or "") + 40
+        return _utf8_len(text) + _utf8_len(block.get("signature")) + 40
     if btype == "redacted_thinking":
-        return len(block.get("data") or "") + 40
+        return _utf8_len(block.get("data")) + 40
     if btype == "text":
         return _utf8_len(block.get("text")) + 24
     try:

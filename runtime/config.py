@@ -7,6 +7,7 @@ explicit ``--transcript``. Validation reports every problem at once, each naming
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -174,7 +175,7 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 
 def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Config:
     """Validate a parsed mapping (all errors at once, each naming its key) and freeze it."""
-    problems = schema_errors(data) or regex_errors(data)
+    problems = schema_errors(data) + regex_errors(data) + value_errors(data)
     if problems:
         where = f"config {str(source)!r}" if source else "config"
         raise ConfigError(f"invalid {where}: " + "; ".join(problems))
@@ -230,11 +231,15 @@ def schema_errors(data: Any) -> list[str]:
     return problems
 
 
-def regex_errors(data: dict[str, Any]) -> list[str]:
-    """Regex knobs that do not compile, named by key and index."""
-    rebuild = data.get("rebuild", {})
+def regex_errors(data: Any) -> list[str]:
+    """Regex knobs that do not compile, named by key and index (wrong types are the
+    schema's to report, so they are skipped here and both lists can be shown together)."""
+    rebuild = data.get("rebuild", {}) if isinstance(data, dict) else {}
+    if not isinstance(rebuild, dict):
+        return []
     problems = []
-    for i, pattern in enumerate(rebuild.get("poison_patterns", ())):
+    patterns = rebuild.get("poison_patterns", ())
+    for i, pattern in enumerate(patterns if isinstance(patterns, list | tuple) else ()):
         problems.extend(_compile_problem(f"rebuild.poison_patterns.{i}", pattern))
     if "reply_tool_pattern" in rebuild:
         pattern = rebuild["reply_tool_pattern"]
@@ -242,7 +247,35 @@ def regex_errors(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _compile_problem(key: str, pattern: str) -> list[str]:
+def value_errors(data: Any, prefix: str = "") -> list[str]:
+    """Values no schema type excludes but no knob can mean: NUL bytes in strings (they end a
+    path or an argv token early), lone surrogates (no file can hold them) and NaN/Infinity
+    (every comparison with them is false)."""
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in value_errors(v, f"{prefix}{k}.")]
+    if isinstance(data, list | tuple):
+        return [p for i, v in enumerate(data) for p in value_errors(v, f"{prefix}{i}.")]
+    key = prefix.rstrip(".") or "(top level)"
+    if isinstance(data, str) and "\x00" in data:
+        return [f"{key}: contains a NUL byte"]
+    if isinstance(data, str) and not _utf8(data):
+        return [f"{key}: contains a lone UTF-16 surrogate (not writable as UTF-8)"]
+    if isinstance(data, float) and not math.isfinite(data):
+        return [f"{key}: {data!r} is not a finite number"]
+    return []
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _compile_problem(key: str, pattern: Any) -> list[str]:
+    if not isinstance(pattern, str):
+        return []
     try:
         re.compile(pattern)
     except re.error as exc:

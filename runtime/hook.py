@@ -1,8 +1,10 @@
 """The Stop hook: ``tl-rebuild hook-stop [--config C] [--wait]`` with the hook JSON on stdin.
 
 Claude Code runs it after every turn, so the path with nothing pending reads one small file
-and imports only ``json``/``os``/``tomllib``. It always exits 0 and prints ``{}``: a Stop hook
-that exits 2 would feed its stderr to the model and start another turn. Errors go to the
+and imports only ``json``/``os``/``tomllib`` (plus ``select``/``fcntl`` for its bounds). It
+always exits 0 and prints ``{}`` — never blocking on a full or closed stdout: a Stop hook that
+exits 2 would feed its stderr to the model and start another turn. Stdin is read to EOF
+within 4 MiB and 3 s; a cut read acts on nothing. Errors go to the
 operation timeline and the worker log.
 
 With a pending operation bound to this session it marks the operation ``scheduled`` and
@@ -28,8 +30,12 @@ ACTIVE_FILE = "active"
 CONFIG_ENV = "THREADLINE_CONFIG"
 
 
+STDIN_MAX_BYTES = 4 << 20  # Claude Code's Stop payload is a few KB (ids, paths, last message)
+STDIN_MAX_SECONDS = 3.0  # a writer that keeps the pipe open without EOF is not Claude Code
+
+
 def main(argv: Sequence[str]) -> int:
-    """Run the hook; always returns 0 and prints ``{}``."""
+    """Run the hook; always returns 0 and prints ``{}`` (unless stdout is closed or full)."""
     try:
         payload = _read_stdin()
         config_path = _config_path(argv)
@@ -39,16 +45,73 @@ def main(argv: Sequence[str]) -> int:
                 _handle(config_path, payload, wait="--wait" in argv)
     except BaseException as exc:  # noqa: BLE001 - a Stop hook must never fail the turn
         _report(argv, exc)
-    sys.stdout.write("{}\n")
-    sys.stdout.flush()
+    _answer()
     return 0
 
 
+class StdinUnbounded(Exception):
+    """The hook input was larger or slower than any Stop payload: nothing is acted on."""
+
+
 def _read_stdin() -> bytes:
+    """The hook input, read to EOF within STDIN_MAX_BYTES and STDIN_MAX_SECONDS.
+
+    A cut read raises StdinUnbounded instead of returning a part: an empty or truncated
+    payload would look like the pointer runner's payload-less call.
+    """
+    import select
+    import time
+
     stream = sys.stdin
     if stream is None or stream.isatty():
         return b""
-    return stream.buffer.read()
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # an in-memory stream (embedding, tests): bounded by size
+        data = stream.buffer.read(STDIN_MAX_BYTES + 1)
+        if len(data) > STDIN_MAX_BYTES:
+            raise StdinUnbounded(f"stdin exceeds {STDIN_MAX_BYTES} bytes; ignored") from None
+        return bytes(data)
+    deadline = time.monotonic() + STDIN_MAX_SECONDS
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise StdinUnbounded(f"stdin gave no EOF within {STDIN_MAX_SECONDS:g}s; ignored")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > STDIN_MAX_BYTES:
+            raise StdinUnbounded(f"stdin exceeds {STDIN_MAX_BYTES} bytes; ignored")
+        chunks.append(chunk)
+
+
+def _answer() -> None:
+    """Write ``{}`` to stdout without ever blocking or failing: a closed or full pipe
+    (nobody reading) is ignored, and stdout then points at /dev/null so the interpreter's
+    final flush cannot fail either."""
+    try:
+        import fcntl
+        import stat
+
+        if stat.S_ISFIFO(os.fstat(1).st_mode):  # never on a terminal shared with a shell
+            fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_NONBLOCK)
+        os.write(1, b"{}\n")
+    except OSError:
+        pass
+    if sys.stdout is not None:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
 
 
 def _config_path(argv: Sequence[str]) -> str:

@@ -27,6 +27,7 @@ from pydantic import Field
 from runtime.config import Config, config_path_from, load_config
 from runtime.errors import ThreadlineError
 from runtime.identity import parse_stat
+from runtime.ops import MAX_REASON_CHARS
 from runtime.paths import claude_config_dir
 
 SERVER_NAME = "threadline"
@@ -130,7 +131,11 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
 
     @server.tool(annotations=WRITES)
     def thread_rebuild_request(
-        reason: Annotated[str, Field(description="Why to rebuild the session, in a sentence.")],
+        reason: Annotated[str, Field(
+            description=f"Why to rebuild the session, in one sentence (at most "
+                        f"{MAX_REASON_CHARS} characters; stored in the audit record, so "
+                        "never quote the conversation).",
+            max_length=MAX_REASON_CHARS)],
         confirmation: Annotated[str, Field(description="The human's word: exactly REBUILD.")],
     ) -> dict[str, Any]:
         """Register a rebuild of this session once the human said REBUILD; switches after this turn.
@@ -187,7 +192,19 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
         _confirm("ROLLBACK", confirmation)
         return _call(lambda: ops.rollback_request(load(), operation_id, confirmation))
 
+    _forbid_unknown_arguments(server)
     return server
+
+
+def _forbid_unknown_arguments(server: MCPServer) -> None:
+    """Make every tool refuse arguments it does not declare (the SDK drops them silently, so
+    a misspelt ``operation_id`` would act on the default operation instead)."""
+    manager = server._tool_manager  # noqa: SLF001 - the SDK offers no public hook for this
+    for tool in manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters = model.model_json_schema(by_alias=True)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from runtime.recover import expire_if_stale, reconcile_if_lost, request_age, wor
 from runtime.state import State
 from runtime.store import Operation, Store, now_iso
 
+MAX_REASON_CHARS = 300
 WORDS = {"request": "REBUILD", "cancel": "CANCEL", "rollback": "ROLLBACK"}
 
 
@@ -61,6 +62,11 @@ def request(config: Config, reason: str, confirmation: str, session_id: str | No
     _confirm("request", confirmation)
     if not reason or not reason.strip():
         raise ConfirmationError("request needs a non-empty reason; nothing written")
+    if len(reason.strip()) > MAX_REASON_CHARS:
+        raise ConfirmationError(
+            f"request reason is {len(reason.strip())} characters, at most {MAX_REASON_CHARS}: "
+            "say why in a sentence (audit records never hold conversation text); nothing written"
+        )
     store = _store(config)
     entry = {"reason": reason.strip(), "source": source, "at": now_iso()}
     if session_id:
@@ -282,7 +288,9 @@ def doctor(config: Config) -> dict[str, Any]:
             if op is not None:
                 active = {"operation_id": op.operation_id, "state": op.state.value,
                           "worker": worker_state(config, store, op)}
-            add("store", True, {"operations": len(store.ids()), "active": active})
+            strays = store.strays()  # the one place a non-conforming record name is reported
+            add("store", not strays, {"operations": len(store.ids()), "active": active,
+                                      **({"not_operation_ids": strays} if strays else {})})
             add("state_dir_size", True, state_size(config, store))
         except StoreError as exc:
             add("store", False, str(exc))
@@ -293,7 +301,7 @@ def recover(config: Config) -> dict[str, Any]:
     """Reconcile an active operation whose worker is gone; report what was done."""
     store = _store(config)
     with store.lock():
-        op = store.active()
+        op = store.active() or store.adopt_unhinted()
         if op is None:
             return {"recovered": None, "state": None, "message": "no active operation"}
         before = op.state.value

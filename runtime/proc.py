@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -168,17 +169,51 @@ def remove(path: str | os.PathLike[str]) -> bool:
 
 
 @contextmanager
-def locked(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created 0600) for the duration of the block."""
+def locked(path: str | os.PathLike[str], timeout: float | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created 0600) for the duration of the block.
+
+    The holder writes its pid and start time into the file, so a caller that waits longer
+    than ``timeout`` seconds gets a ProcError naming who holds it ("locked by pid N since …").
+    """
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise ProcError(f"cannot open lock file {str(path)!r}: {exc.strerror}") from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _acquire(fd, path, timeout)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+                      .encode(), 0)
+        except OSError:
+            pass  # the holder note is a courtesy for error messages, not part of the lock
         yield
     finally:
         os.close(fd)
+
+
+def _acquire(fd: int, path: str | os.PathLike[str], timeout: float | None) -> None:
+    if timeout is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + max(0.0, timeout)
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                try:
+                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+                except OSError:
+                    holder = []
+                who = (f"pid {holder[0]} since {holder[1]}" if len(holder) == 2
+                       else "another process")
+                raise ProcError(f"{str(path)!r} locked by {who}; gave up after {timeout:g}s"
+                                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 LOG_BYTES = 1 << 20  # a log file is rotated once it holds this much

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from runtime.config import RebuildConfig
@@ -29,6 +29,8 @@ _ISO = re.compile(
     r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
     r"(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)"
 )
+_INTERRUPT_PREFIX = "[Request interrupted by user"
+_INTERRUPT = re.compile(r"\[Request interrupted by user[^\]\n]*\]?\s*")
 _BASH_ECHO = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
 # Every item a rebuild writes says what it carries under this top-level key (Claude Code loads
 # the event and ignores the key; it never reaches the model): ``{"kind": KIND}``, plus
@@ -74,11 +76,11 @@ def valid_timestamp(value: Any) -> bool:
     """True when ``value`` is an ISO-8601 date-time string with a zone (what Claude Code writes)."""
     if type(value) is not str or _ISO.fullmatch(value) is None:
         return False
-    if value[8:10] <= "28":  # the pattern already bounds every field; only late days vary
-        return True
+    if value[8:10] <= "28" and "0001" < value[:4] < "9999":
+        return True  # the pattern bounds every field; only late days and edge years vary
     try:
-        datetime.fromisoformat(value)
-    except ValueError:
+        datetime.fromisoformat(value).astimezone(UTC)  # the turn stamp shifts it to UTC
+    except (ValueError, OverflowError):
         return False
     return True
 
@@ -176,9 +178,17 @@ class SpeechRules:
             return f"{command} {args.group(1)}"
         return command
 
+    def strip_interrupt(self, text: str) -> str:
+        """``text`` without a leading ``[Request interrupted by user…]`` marker (strip, then
+        judge: the human's words after the marker are speech, SPEC §3.2-5)."""
+        if not text.startswith(_INTERRUPT_PREFIX):
+            return text
+        match = _INTERRUPT.match(text)
+        return text[match.end():] if match else ""
+
     def not_speech(self, text: str) -> str | None:
         """The reason a kept human text is still not speech (SPEC §3.2-5), or None."""
-        if text.startswith("[Request interrupted by user"):
+        if text.startswith(_INTERRUPT_PREFIX):
             return "interrupt_marker"
         if text.lstrip().startswith(_BASH_ECHO):
             return "bash_echo"

@@ -14,19 +14,21 @@ that changes an operation's state.
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from runtime import proc
-from runtime.errors import BusyError, StoreError
+from runtime.errors import BusyError, ProcError, StoreError
 from runtime.state import ACTIVE, State, check_transition, parse_state
 
 ACTIVE_FILE = "active"
@@ -38,14 +40,33 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-def new_operation_id() -> str:
-    """A sortable id: UTC time to the microsecond plus random hex.
+ID_PATTERN = re.compile(r"op-(\d{8}T\d{6})\.(\d{6})Z-[0-9a-f]{6}")
+LOCK_TIMEOUT_S = 10.0
+_YEAR_10000 = 253402300800 * 1_000_000  # microseconds from the epoch to 10000-01-01
 
-    Example: ``op-20261203T061312.123456Z-3fa9c1``.
+
+def _stamp(micros: int) -> str:
+    seconds, fraction = divmod(micros, 1_000_000)
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds)) + f".{fraction:06d}Z"
+
+
+def new_operation_id(after: str = "") -> str:
+    """A sortable id: UTC time to the microsecond plus random hex, sorting after ``after``.
+
+    Example: ``op-20261203T061312.123456Z-3fa9c1``. When the clock reads earlier than the
+    stamp of ``after`` (stepped back, or a stray far-future record), the stamp is ``after``'s
+    plus one microsecond: creation order never depends on a monotonic wall clock, and no
+    loop waits for the clock to catch up.
     """
-    t = time.time()
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
-    return f"op-{stamp}-{secrets.token_hex(3)}"
+    now = int(time.time() * 1_000_000)
+    match = ID_PATTERN.fullmatch(after)
+    if match:
+        previous = calendar.timegm(time.strptime(match[1], "%Y%m%dT%H%M%S")) * 1_000_000
+        now = max(now, previous + int(match[2]) + 1)
+    if now >= _YEAR_10000:
+        raise StoreError(f"operation {after!r} is dated at the end of year 9999, so no later "
+                         "id exists; remove or rename that record")
+    return f"op-{_stamp(now)}-{secrets.token_hex(3)}"
 
 
 @dataclass(frozen=True)
@@ -118,8 +139,10 @@ def _plain(value: Any) -> Any:
 class Store:
     """Reads and changes operations under one ``state_dir``."""
 
-    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, state_dir: str | os.PathLike[str],
+                 lock_timeout: float = LOCK_TIMEOUT_S) -> None:
         self.root = Path(state_dir)
+        self.lock_timeout = lock_timeout
         self.operations_dir = self.root / "operations"
         self.artifacts_dir = self.root / "artifacts"
         self.lock_path = self.root / "lock"
@@ -145,7 +168,11 @@ class Store:
                 self._depth -= 1
             return
         self.ensure()
-        with proc.locked(self.lock_path):
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(proc.locked(self.lock_path, self.lock_timeout))
+            except ProcError as exc:
+                raise StoreError(f"store {exc}") from exc
             self._depth = 1
             try:
                 yield
@@ -173,10 +200,17 @@ class Store:
         return Operation.from_dict(data, where=f"operation record {str(path)!r}")
 
     def ids(self) -> list[str]:
-        """Every operation id, oldest first."""
+        """Every operation id, oldest first (names that are no operation id are left out)."""
+        return sorted(i for i in self._names() if ID_PATTERN.fullmatch(i))
+
+    def strays(self) -> list[str]:
+        """Files under ``operations/`` named like records but not by an operation id."""
+        return sorted(f"{i}.json" for i in self._names() if not ID_PATTERN.fullmatch(i))
+
+    def _names(self) -> list[str]:
         if not self.operations_dir.is_dir():
             return []
-        return sorted(p.name[:-5] for p in self.operations_dir.glob("op-*.json"))
+        return [p.name[:-5] for p in self.operations_dir.glob("op-*.json")]
 
     def all(self) -> list[Operation]:
         return [self.read(i) for i in self.ids()]
@@ -196,6 +230,25 @@ class Store:
         except StoreError:
             return None
         return op if op.active else None
+
+    def adopt_unhinted(self) -> Operation | None:
+        """The newest active record that the ``active`` hint does not name (left by a crash
+        of an older version between record and hint): the hint is set to it and it is
+        returned; None when the hint is right. Reads every record, so only ``recover`` calls it.
+        """
+        with self.lock():
+            if self.active() is not None:
+                return None
+            for operation_id in reversed(self.ids()):
+                try:
+                    op = self.read(operation_id)
+                except StoreError:
+                    continue
+                if op.active:
+                    proc.atomic_write(self.active_path, op.operation_id.encode(), 0o600)
+                    self.event(op.operation_id, "hint_restored", state=op.state.value)
+                    return op
+        return None
 
     def latest(self) -> Operation | None:
         ids = self.ids()
@@ -228,15 +281,12 @@ class Store:
                 )
             stamp = now_iso()
             op = Operation(
-                operation_id=new_operation_id(), state=state, revision=1, created_at=stamp,
+                operation_id=new_operation_id(after=max(self.ids(), default="")),
+                state=state, revision=1, created_at=stamp,
                 updated_at=stamp, reasons=(MappingProxyType(dict(reason)),),
                 bound_session_id=bound_session_id, door=door,
                 facts=MappingProxyType(dict(facts or {})),
             )
-            newest = max(self.ids(), default="")
-            while op.operation_id <= newest or self.record_path(op.operation_id).exists():
-                time.sleep(0.000001)  # ids sort in creation order, even within one microsecond
-                op = replace(op, operation_id=new_operation_id())
             self._write(op)
             self.event(op.operation_id, "created", state=state.value,
                        source=reason.get("source", ""), bound_session_id=bound_session_id)
@@ -336,12 +386,18 @@ class Store:
                        **updates)
 
     def _write(self, op: Operation) -> None:
+        """Write the record and keep the ``active`` hint crash-consistent with it.
+
+        An active record gets its hint first, a finished one loses it after: a crash between
+        the two leaves a hint naming a missing or finished record (read as "none active"),
+        never an active record that no hint names.
+        """
         self.ensure()
         data = json.dumps(op.to_dict(), indent=2, ensure_ascii=False).encode("utf-8")
-        proc.atomic_write(self.record_path(op.operation_id), data, 0o600)
         if op.active:
             proc.atomic_write(self.active_path, op.operation_id.encode(), 0o600)
-        else:
+        proc.atomic_write(self.record_path(op.operation_id), data, 0o600)
+        if not op.active:
             try:
                 current = self.active_path.read_text("utf-8").strip()
             except FileNotFoundError:

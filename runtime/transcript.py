@@ -8,6 +8,7 @@ lines, and hands every event to ``runtime.classify.Classifier``, the speech allo
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections import Counter
@@ -41,11 +42,13 @@ class ReadStats:
         self.malformed_non_utf8 = 0
         self.malformed_lines: list[int] = []
         self.partial_tail = False
+        self.last_malformed = 0  # the sample list is capped; the partial tail needs the last
         self.types: Counter[str] = Counter()
         self.spoke: Counter[str] = Counter()  # events, by type, that carried speech
         self.ignored_reasons: Counter[str] = Counter()
         self.speech: Counter[str] = Counter()
         self.timestamps_replaced = 0
+        self.lone_surrogate_lines = 0  # parsed by the tolerant fallback, U+FFFD in place
 
     @property
     def events(self) -> int:
@@ -66,6 +69,7 @@ class ReadStats:
             "malformed_non_utf8": self.malformed_non_utf8,
             "malformed_sample_lines": list(self.malformed_lines),
             "partial_tail": self.partial_tail,
+            "lone_surrogate_lines": self.lone_surrogate_lines,
             "types": dict(self.types.most_common()),
             "ignored_types": dict(self.ignored_types.most_common()),
             "ignored_reasons": dict(self.ignored_reasons.most_common()),
@@ -88,7 +92,8 @@ def resolve_transcript(path: str | os.PathLike[str], config: Config) -> Path:
     if config.project_dir is not None:
         project = config.project_dir.expanduser().resolve()
         if not real.is_relative_to(project):
-            how = f"is a symlink to {str(real)!r}" if real != given else "is"
+            plain = Path(os.path.normpath(given))  # `..` alone is no symlink
+            how = f"is a symlink to {str(real)!r}" if real != plain else "is"
             raise OutsideProjectError(
                 f"transcript {shown!r} {how} outside project_dir {str(project)!r}"
             )
@@ -149,8 +154,10 @@ def scan(
                 if not line.strip():
                     stats.blank_lines += 1
                     continue
-                _malformed(stats, ledger, lineno, line)
-                continue
+                event = _tolerant(line, stats)
+                if event is None:
+                    _malformed(stats, ledger, lineno, line)
+                    continue
             if type(event) is not dict:
                 _malformed(stats, ledger, lineno, line)
                 continue
@@ -162,7 +169,7 @@ def scan(
                 next_mark = position + step
     stats.lines = lineno
     stats.bytes = position
-    if last and not last.endswith(b"\n") and stats.malformed_lines[-1:] == [lineno]:
+    if last and not last.endswith(b"\n") and stats.last_malformed == lineno:
         stats.partial_tail = True
     classifier.finish()
     if progress is not None:
@@ -175,8 +182,37 @@ def scan(
     return stats, ledger
 
 
+def _tolerant(line: bytes, stats: ReadStats) -> Any:
+    """The event of a line orjson refuses but JSON allows: lone UTF-16 surrogate escapes
+    (``"\\ud83d"``, what JavaScript writes for a split emoji). Each lone surrogate becomes
+    U+FFFD so the words around it are carried and the candidate stays valid UTF-8 JSON."""
+    if b"\\u" not in line:
+        return None
+    try:
+        event = json.loads(line, parse_constant=_refuse)
+    except (ValueError, RecursionError):
+        return None
+    stats.lone_surrogate_lines += 1
+    return _repair(event)
+
+
+def _refuse(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _repair(value: Any) -> Any:
+    if type(value) is str:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if type(value) is list:
+        return [_repair(v) for v in value]
+    if type(value) is dict:
+        return {_repair(k): _repair(v) for k, v in value.items()}
+    return value
+
+
 def _malformed(stats: ReadStats, ledger: Ledger, lineno: int, line: bytes) -> None:
     stats.malformed += 1
+    stats.last_malformed = lineno
     ledger.malformed_bytes += len(line)
     if len(stats.malformed_lines) < MALFORMED_SAMPLE:
         stats.malformed_lines.append(lineno)

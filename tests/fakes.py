@@ -12,6 +12,11 @@ from typing import Any
 from provision.errors import HostError
 from provision.host import CommandResult, FileStat, Host
 
+NPM_GLOBAL_LINKS = {
+    "/usr/bin/claude": "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
+    "/usr/local/bin/claude": "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
+}
+
 
 @dataclass
 class FakeHost(Host):
@@ -26,6 +31,12 @@ class FakeHost(Host):
     ran: list[tuple[str, ...]] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     name: str = "fakehost"
+
+    def __post_init__(self) -> None:
+        # `npm install -g @anthropic-ai/claude-code` links its bin into the PATH like this;
+        # a test that wants claude to be something else sets its own link.
+        for path, target in NPM_GLOBAL_LINKS.items():
+            self.links.setdefault(path, target)
 
     def add_command(self, argv: Sequence[str], stdout: str = "", rc: int = 0,
                     stderr: str = "") -> None:
@@ -69,7 +80,7 @@ class FakeHost(Host):
         return None
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None,
-                   backup: bool = True) -> str | None:
+                   backup: bool = True, overwrite_read_only: bool = False) -> str | None:
         old = self.files.get(path)
         backup_path = None
         if backup and old is not None:
@@ -144,8 +155,9 @@ class SandboxHost(Host):
         return self.local.which(name)
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None,
-                   backup: bool = True) -> str | None:
-        return self.local.write_file(self._path(path), data, mode=mode, backup=backup)
+                   backup: bool = True, overwrite_read_only: bool = False) -> str | None:
+        return self.local.write_file(self._path(path), data, mode=mode, backup=backup,
+                                     overwrite_read_only=overwrite_read_only)
 
     def ensure_dir(self, path: str, mode: int) -> None:
         self.local.ensure_dir(self._path(path), mode)

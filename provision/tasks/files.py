@@ -152,7 +152,9 @@ class RenderedFile(Task):
         else:
             what = f"update {facts.path} (backup kept)"
         return [WriteFile(facts.path, facts.rendered, before=facts.current, mode=self.mode,
-                          summary=what, validate=self.validator(ctx)), *self.after_write(ctx)]
+                          summary=what, validate=self.validator(ctx),
+                          overwrite_read_only=ctx.profile.install.overwrite_read_only),
+                *self.after_write(ctx)]
 
     def ok_message(self, facts: FileFacts, ctx: Context) -> str:
         digest = hashlib.sha256(facts.rendered).hexdigest()[:12]

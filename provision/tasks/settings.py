@@ -155,6 +155,7 @@ class StopHook(Task):
             mode=facts.mode if facts.mode is not None else NEW_FILE_MODE,
             summary=f"{message} {verb} {facts.path}",
             validate=self._validator(facts),
+            overwrite_read_only=ctx.profile.install.overwrite_read_only,
         )]
         if facts.new_owner is not None:
             uid, gid = facts.new_owner

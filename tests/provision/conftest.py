@@ -23,6 +23,18 @@ while :; do sleep 3600; done
 """
 
 
+def install_stand_in(bin_dir: Path) -> Path:
+    """The stand-in laid out as npm installs claude (``bin/claude`` → the package's
+    executable), so introspect identifies it the way it identifies a real install, never by
+    its name; returns ``bin_dir/claude``."""
+    package = bin_dir.parent / "lib" / "node_modules" / "@anthropic-ai" / "claude-code" / "bin"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "claude.exe").write_text(STAND_IN)
+    (package / "claude.exe").chmod(0o755)
+    (bin_dir / "claude").symlink_to(package / "claude.exe")
+    return bin_dir / "claude"
+
+
 @dataclass
 class Deployment:
     """Everything one fake deployment consists of, all under tmp_path."""
@@ -80,8 +92,7 @@ def deployment(tmp_path: Path, tmux_server: TmuxServer) -> Deployment:  # noqa: 
     bin_dir, home, workdir = root / "bin", root / "home", root / "srv app"
     for directory in (bin_dir, home, workdir):
         directory.mkdir(parents=True)
-    (bin_dir / "claude").write_text(STAND_IN)
-    (bin_dir / "claude").chmod(0o755)
+    install_stand_in(bin_dir)
     from runtime.paths import encode_project_dir
 
     (home / ".claude" / "projects" / encode_project_dir(str(workdir))).mkdir(parents=True)

@@ -25,7 +25,7 @@ from provision.tasks.launcher import LaunchCommand, RestartClaude, ResumeCommand
 from tests.fakes import SandboxHost
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import STAND_IN
+from tests.provision.conftest import install_stand_in
 
 pytestmark = pytest.mark.real_systemd
 UNIT = "claude-companion.service"
@@ -38,9 +38,7 @@ def _setup(sandbox: SystemdSandbox) -> tuple[Path, dict]:
     store = f"home/.claude/projects/{encode_project_dir(str(share / 'work'))}"
     for sub in ("bin", store, "work", "etc", "state"):
         (share / sub).mkdir(parents=True, exist_ok=True)
-    claude = share / "bin" / "claude"
-    claude.write_text(STAND_IN)
-    claude.chmod(0o755)
+    claude = install_stand_in(share / "bin")
     sandbox.write_unit(UNIT, f"""[Unit]
 Description=stand-in claude
 [Service]
@@ -126,9 +124,7 @@ def test_tmux_session_started_by_a_real_unit_yields_the_claude_argv_inside_it(
     for sub in ("bin", "work", "tmux"):
         (share / sub).mkdir(parents=True, exist_ok=True)
     (share / "tmux").chmod(0o700)
-    claude = share / "bin" / "claude"
-    claude.write_text(STAND_IN)
-    claude.chmod(0o755)
+    claude = install_stand_in(share / "bin")
     sandbox.write_unit("companion-tmux.service", f"""[Service]
 Type=forking
 Environment=TMUX_TMPDIR={share}/tmux

@@ -561,3 +561,17 @@ def test_other_stop_hooks_names_the_other_companions_config_paths() -> None:
     assert not is_our_handler(B, config_path="/etc/threadline/a.toml")
     assert hook_config({"type": "command", "command": "tl-rebuild hook-stop --config=x/../c.toml"}
                        ) == "c.toml"
+
+
+# -- issue 11 §13: a lone surrogate is kept, deep nesting is named ----------------------------
+def test_a_lone_surrogate_in_settings_is_kept_as_its_escape_and_the_file_stays_utf8() -> None:
+    raw = b'{"env": {"NOTE": "split emoji \\ud83d"}}\n'
+    doc = parse_settings(raw, "/home/u/.claude/settings.json")
+    written = dump_settings(doc)
+    assert b"\\ud83d" in written and json.loads(written.decode("utf-8")) == doc
+
+
+def test_a_deeply_nested_settings_file_is_refused_saying_what_is_wrong() -> None:
+    raw = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(SettingsError, match=r"'/s\.json' is nested too deeply to read"):
+        parse_settings(raw, "/s.json")

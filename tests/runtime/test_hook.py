@@ -143,3 +143,61 @@ def test_a_stop_from_another_session_also_ends_an_expired_request(world: World) 
 
     assert world.store.read(op_id).state.value == "cancelled"
     assert world.events(op_id) == ["created", "expired"]
+
+
+# -- issue 11 §9: exit 0 whatever happens; the stdin read is bounded in size and time ---------
+def test_a_closed_stdout_still_exits_0_without_a_traceback(world: World) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will ever read: the write gets EPIPE
+    try:
+        done = subprocess.run([TL_REBUILD, "hook-stop", "--config", str(world.config_path)],
+                              input=b"{}", stdout=write_end, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr
+
+
+def test_a_full_stdout_pipe_never_blocks_the_hook(world: World) -> None:
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)
+    try:
+        done = subprocess.run([TL_REBUILD, "hook-stop", "--config", str(world.config_path)],
+                              input=b"{}", stdout=write_end, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+    assert done.returncode == 0 and b"Traceback" not in done.stderr
+
+
+def test_stdin_held_open_without_eof_is_abandoned_and_nothing_is_acted_on(world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id="s-1")["operation_id"]
+    hook = subprocess.Popen([TL_REBUILD, "hook-stop", "--config", str(world.config_path)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert hook.stdin is not None
+    hook.stdin.write(b'{"session_id": "s-1", ')
+    hook.stdin.flush()  # and never closed: the writer keeps the pipe open
+    try:
+        hook.wait(timeout=60)
+        assert hook.stdout is not None and hook.stderr is not None
+        out, err = hook.stdout.read(), hook.stderr.read()
+    finally:
+        hook.stdin.close()
+    assert hook.returncode == 0 and out == b"{}\n" and b"Traceback" not in err
+    assert "stdin gave no EOF" in (world.state_dir / "worker.log").read_text()
+    assert world.store.read(op_id).state.value == "pending"
+
+
+def test_stdin_larger_than_any_stop_payload_is_ignored(world: World) -> None:
+    op_id = ops.request(world.config, "x", "REBUILD", session_id="s-1")["operation_id"]
+    payload = json.dumps({"session_id": "s-1", "pad": "x" * (5 << 20)})
+    done = run_hook(["--config", str(world.config_path)], payload)
+    assert done.returncode == 0 and done.stdout == "{}\n"
+    assert "stdin exceeds" in (world.state_dir / "worker.log").read_text()
+    assert world.store.read(op_id).state.value == "pending"

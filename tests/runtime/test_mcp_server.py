@@ -200,3 +200,47 @@ def test_the_session_is_found_by_walking_up_to_the_nearest_claude(tmp_path: Path
     assert claude_session_id(os.getpid(), tmp_path) == SESSION  # found one level up
     (sessions / f"{os.getpid()}.json").write_text("{not json")
     assert claude_session_id(os.getpid(), tmp_path) == SESSION  # junk is skipped, not trusted
+
+
+# -- issue 11 §13: unknown arguments refused, reason length capped ----------------------------
+def test_an_unknown_argument_is_refused_and_nothing_is_written(setup: Setup) -> None:
+    async def scenario(client: Client) -> None:
+        listed = (await client.list_tools()).tools
+        assert all(t.input_schema.get("additionalProperties") is False for t in listed)
+        error = await error_of(client, "thread_rebuild_request", reason="context full",
+                               confirmation="REBUILD", operation="op-x")
+        assert "operation" in error and "xtra" in error
+        error = await error_of(client, "thread_rebuild_status", operation="op-x")
+        assert "operation" in error
+
+    setup.run(scenario)
+    assert setup.operations() == []
+
+
+def test_a_reason_longer_than_the_cap_is_refused_and_the_description_says_so(
+    setup: Setup,
+) -> None:
+    from runtime.ops import MAX_REASON_CHARS
+
+    async def scenario(client: Client) -> None:
+        listed = (await client.list_tools()).tools
+        request = next(tool for tool in listed if tool.name == "thread_rebuild_request")
+        reason_schema = request.input_schema["properties"]["reason"]
+        assert reason_schema["maxLength"] == MAX_REASON_CHARS
+        assert f"at most {MAX_REASON_CHARS} characters" in reason_schema["description"]
+        await error_of(client, "thread_rebuild_request", reason="x" * (MAX_REASON_CHARS + 1),
+                       confirmation="REBUILD")
+
+    setup.run(scenario)
+    assert setup.operations() == []
+
+
+def test_the_cli_refuses_a_reason_longer_than_the_cap(tmp_path: Path) -> None:
+    from runtime import ops
+    from runtime.config import config_from_mapping
+    from runtime.errors import ConfirmationError
+
+    config = config_from_mapping({"state_dir": str(tmp_path / "state")})
+    with pytest.raises(ConfirmationError, match=r"reason is 301 characters, at most 300"):
+        ops.request(config, "y" * 301, "REBUILD")
+    assert not (tmp_path / "state").exists()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 
 from runtime.errors import BusyError, IllegalTransitionError, StoreError
 from runtime.state import State
-from runtime.store import Store
+from runtime.store import Store, new_operation_id
+from tests.fixtures.switch_world import TL_REBUILD, make_world
 
 
 def mode(path: Path) -> int:
@@ -134,3 +137,125 @@ def test_a_malformed_record_is_a_store_error_naming_its_file_and_the_field(tmp_p
     named = r"malformed operation record '.*op-broken\.json'.*revision"
     with pytest.raises(StoreError, match=named):
         store.read("op-broken")
+
+
+# -- issue 11 §1: ids never wait for the clock; strays are reported, not looped on ----------
+def plant_record(store: Store, name: str, state: str = "cancelled") -> None:
+    store.ensure()
+    (store.operations_dir / f"{name}.json").write_text(json.dumps({
+        "operation_id": name, "state": state, "revision": 1,
+        "created_at": "x", "updated_at": "x"}))
+
+
+def test_request_finishes_when_a_record_sorts_after_now_or_a_stray_name_is_present(
+    tmp_path: Path,
+) -> None:
+    world = make_world(tmp_path)
+    world_store = world.store
+    future = "op-29991231T235959.999999Z-abcdef"
+    plant_record(world_store, future)
+    plant_record(world_store, "op-broken")
+    argv = [TL_REBUILD, "request", "--confirm", "REBUILD", "--reason", "clock stepped back",
+            "--json", "--config", str(world.config_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    created = json.loads(done.stdout)["operation_id"]
+    assert created > future and world_store.ids() == [future, created]
+    assert world_store.strays() == ["op-broken.json"]
+
+
+def test_ids_keep_creation_order_when_the_clock_reads_earlier_than_the_newest_id() -> None:
+    newest = "op-29991231T235959.999999Z-abcdef"
+    following = new_operation_id(after=newest)
+    assert following.startswith("op-30000101T000000.000000Z-") and following > newest
+    assert new_operation_id(after="op-broken") > "op-2026"
+    with pytest.raises(StoreError, match="end of year 9999"):
+        new_operation_id(after="op-99991231T235959.999999Z-abcdef")
+
+
+def test_a_stuck_lock_holder_gives_a_store_error_naming_its_pid(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state").ensure()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from runtime import proc\n"
+         f"with proc.locked({str(store.lock_path)!r}):\n"
+         "    print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(StoreError, match=rf"store .*lock' locked by pid {holder.pid} since "
+                                             r"\d{4}-\d\d-\d\dT"):
+            new(Store(store.root, lock_timeout=0.2))
+    finally:
+        holder.communicate("", timeout=30)
+    assert new(Store(store.root, lock_timeout=0.2))
+
+
+# -- issue 11 §10: the record and the active hint are crash-consistent ------------------------
+CRASH_AT_WRITE = """
+import os, sys
+from runtime import proc
+from runtime.state import State
+from runtime.store import Store, new_operation_id
+from tests.fixtures.switch_world import TL_REBUILD, make_world
+count, limit = [0], int(sys.argv[2])
+def dying(real):
+    def step(*args, **kwargs):
+        count[0] += 1
+        if count[0] > limit:
+            os._exit(9)
+        return real(*args, **kwargs)
+    return step
+proc.atomic_write, proc.remove = dying(proc.atomic_write), dying(proc.remove)
+store = Store(sys.argv[1])
+if sys.argv[3] == "create":
+    store.create(reason={"reason": "r", "source": "cli"}, bound_session_id="s", door="tmux")
+else:
+    store.transition(store.active().operation_id, State.CANCELLED, phase="cancelled")
+"""
+
+
+@pytest.mark.parametrize("action", ["create", "finish"])
+@pytest.mark.parametrize("writes_before_crash", [0, 1])
+def test_a_crash_between_the_record_and_the_active_hint_leaves_no_unseen_active_operation(
+    tmp_path: Path, action: str, writes_before_crash: int,
+) -> None:
+    store = Store(tmp_path / "state")
+    if action == "finish":
+        new(store)
+    died = subprocess.run([sys.executable, "-c", CRASH_AT_WRITE, str(store.root),
+                           str(writes_before_crash), action], timeout=60, check=False)
+    assert died.returncode == 9
+    active_records = [i for i in store.ids() if store.read(i).active]
+    hinted = store.active()
+    assert active_records == ([hinted.operation_id] if hinted else [])
+    if hinted is None:
+        assert new(store)  # the next request creates the one active operation
+    else:
+        with pytest.raises(BusyError):
+            new(store)
+    assert sum(store.read(i).active for i in store.ids()) == 1
+
+
+def test_doctor_reports_a_stray_record_name_once_as_a_failed_store_check(tmp_path: Path) -> None:
+    from runtime import ops
+
+    world = make_world(tmp_path)
+    plant_record(world.store, "op-broken")
+    store_check = ops.doctor(world.config)["checks"]["store"]
+    assert store_check["ok"] is False
+    assert store_check["detail"]["not_operation_ids"] == ["op-broken.json"]
+
+
+def test_recover_finds_an_active_record_that_no_hint_names_and_settles_it(
+    tmp_path: Path,
+) -> None:
+    from runtime import ops
+
+    world = make_world(tmp_path)
+    op_id = new(world.store, session=world.old_session)
+    world.store.active_path.unlink()  # what a crash of an older version left behind
+    assert world.store.active() is None
+    result = ops.recover(world.config)
+    assert result["operation_id"] == op_id and "hint_restored" in world.events(op_id)
+    assert world.store.active() is not None and world.store.active().operation_id == op_id
