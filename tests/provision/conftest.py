@@ -23,13 +23,13 @@ while :; do sleep 3600; done
 """
 
 
-def install_stand_in(bin_dir: Path) -> Path:
+def install_stand_in(bin_dir: Path, text: str = STAND_IN) -> Path:
     """The stand-in laid out as npm installs claude (``bin/claude`` → the package's
     executable), so introspect identifies it the way it identifies a real install, never by
     its name; returns ``bin_dir/claude``."""
     package = bin_dir.parent / "lib" / "node_modules" / "@anthropic-ai" / "claude-code" / "bin"
     package.mkdir(parents=True, exist_ok=True)
-    (package / "claude.exe").write_text(STAND_IN)
+    (package / "claude.exe").write_text(text)
     (package / "claude.exe").chmod(0o755)
     (bin_dir / "claude").symlink_to(package / "claude.exe")
     return bin_dir / "claude"

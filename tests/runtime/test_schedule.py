@@ -30,6 +30,7 @@ from runtime.store import Store
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
 from tests.fixtures.switch_world import STANDIN
 from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
+from tests.provision.conftest import install_stand_in
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
 
@@ -100,9 +101,8 @@ def host(tmp_path: Path, tmux_server: TmuxServer, claude_bin: Path) -> Host:
     """One claude user with two companions (a, b) in their own workdirs, panes running."""
     home, bin_dir = tmp_path / "home", tmp_path / "bin"
     bin_dir.mkdir()
-    claude = bin_dir / "claude"  # the stand-in, installed under claude's name
-    claude.write_text(f"#!{sys.executable}\n" + STANDIN.read_text().split("\n", 1)[1])
-    claude.chmod(0o755)
+    # the stand-in, laid out as npm installs claude: identified by its install, not its name
+    install_stand_in(bin_dir, f"#!{sys.executable}\n" + STANDIN.read_text().split("\n", 1)[1])
     companions = []
     for name in ("a", "b"):
         root, workdir = tmp_path / name, tmp_path / f"srv {name}"
