@@ -2,8 +2,9 @@
 
 ``resolve_transcript`` refuses anything that is not a readable ``.jsonl`` file (inside
 ``project_dir`` when one is configured). ``scan`` reads the file once, line by line (memory
-bounded by the largest line), parses each line with orjson, counts malformed and partial
-lines, and hands every event to ``runtime.classify.Classifier``, the speech allowlist.
+bounded by the largest line), lets ``runtime.prefilter`` settle the lines that cannot carry
+speech, parses every other line with orjson, counts malformed and partial lines, and hands
+each parsed event to ``runtime.classify.Classifier``, the speech allowlist.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from runtime.classify import Classifier
 from runtime.config import Config, RebuildConfig
 from runtime.dirty import Ledger
 from runtime.errors import OutsideProjectError, TranscriptError
+from runtime.prefilter import Prefilter, lines
 from runtime.speech import SpeechRules
 
 if TYPE_CHECKING:
     from runtime.turns import TurnBuilder as Sink
 
 MALFORMED_SAMPLE = 20
+FAST = True  # the reader's fast path (runtime.prefilter); tests turn it off for the reference
 Progress = Callable[[int, int], None]
 
 
@@ -115,12 +118,20 @@ def scan(
     rules: RebuildConfig,
     sink: Sink | None = None,
     progress: Progress | None = None,
+    *,
+    fast: bool | None = None,
 ) -> tuple[ReadStats, Ledger]:
-    """Read ``path`` once, classify every event, and return what was seen and the ledger."""
+    """Read ``path`` once, classify every event, and return what was seen and the ledger.
+
+    ``fast`` (default ``FAST``) lets ``runtime.prefilter`` settle the lines that cannot carry
+    speech without parsing them whole; False parses every line, the plain reference path the
+    tests hold the fast one to.
+    """
     stats = ReadStats()
     ledger = Ledger()
     classifier = Classifier(SpeechRules.from_config(rules), stats, ledger, sink)
     handle_event = classifier.event
+    take = Prefilter(classifier).take if (FAST if fast is None else fast) else None
     loads = orjson.loads
     try:
         handle = open(path, "rb")
@@ -133,23 +144,24 @@ def scan(
     position = 0
     last = b""
     with handle:
-        for line in handle:
+        for line in handle if take is None else lines(handle):
             lineno += 1
             size = len(line)
             position += size
             last = line
-            try:
-                event = loads(line)
-            except orjson.JSONDecodeError:
-                if not line.strip():
-                    stats.blank_lines += 1
+            if take is None or not take(line, size):
+                try:
+                    event = loads(line)
+                except orjson.JSONDecodeError:
+                    if not line.strip():
+                        stats.blank_lines += 1
+                        continue
+                    _malformed(stats, ledger, lineno, line)
                     continue
-                _malformed(stats, ledger, lineno, line)
-                continue
-            if type(event) is not dict:
-                _malformed(stats, ledger, lineno, line)
-                continue
-            handle_event(event, size)
+                if type(event) is not dict:
+                    _malformed(stats, ledger, lineno, line)
+                    continue
+                handle_event(event, size)
             if progress is not None and position >= next_mark:
                 progress(position, total)
                 next_mark = position + step
