@@ -194,7 +194,9 @@ def test_a_line_that_is_not_utf8_goes_to_the_full_parse() -> None:
 
 # -- fuzzed lines --------------------------------------------------------------------------
 
-ODD: st.SearchStrategy[Any] = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6) | st.just([])
+ODD: st.SearchStrategy[Any] = (
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6) | st.just([])
+)
 SAID = st.text(min_size=1, max_size=8)
 STAMP = st.sampled_from(
     ["2026-01-01T00:00:00.000Z", "2026-02-31T00:00:00.000Z", "2026-01-02T03:04:05Z", "x" * 24]
