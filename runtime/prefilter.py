@@ -117,6 +117,13 @@ class Prefilter:
         self.reply_tool = rules.reply_tool
         self.speech_tools = rules.speech_tools
         self.speaks: dict[str, bool] = {}  # tool name -> may be speech (memo)
+        # bound once: _book runs for nearly every line
+        self.types = classifier.stats.types
+        self.reasons = classifier.stats.ignored_reasons
+        self.noise = classifier.ledger.noise
+        self.other_by_type = classifier.ledger.other_by_type
+        self.tracking = classifier.sink is not None
+        self.recent_uuids = classifier.recent_uuids
 
     def take(self, line: bytes, size: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
@@ -160,21 +167,21 @@ class Prefilter:
 
         ``category`` None: an event type the allowlist does not know, booked as other.
         """
-        c = self.classifier
-        c.stats.types[kind] += 1
+        self.types[kind] += 1
         if reason is not None:
-            c.stats.ignored_reasons[reason] += 1
-        if category is None:
-            c.ledger.add_other(kind, size)
+            self.reasons[reason] += 1
+        if category is None:  # as Ledger.add_other
+            self.noise["other"] += size
+            self.other_by_type[kind] += size
         else:
-            c.ledger.add(category, size)
-        if c.sink is not None:
+            self.noise[category] += size
+        if self.tracking:
             uuid = head.uuid
             if type(uuid) is str:
-                c.recent_uuids.append(uuid)
+                self.recent_uuids.append(uuid)
             stamp = head.timestamp
             if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
-                c.last_timestamp = stamp
+                self.classifier.last_timestamp = stamp
 
     def _assistant(self, head: _Head, size: int) -> bool:
         message = head.message
