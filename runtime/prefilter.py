@@ -133,31 +133,30 @@ class Prefilter:
             head = _decode_head(line)
         except msgspec.DecodeError:
             return False
-        if not line.isascii():
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError:
-                return False
         kind = head.type
         if type(kind) is not str:
             kind = "(no type)"
         if head.isSidechain is True:
-            self._book(head, kind, size, "sidechain", "sidechain")
+            reason: str | None = "sidechain"
+            category: str | None = "sidechain"
         elif kind == "assistant":
-            return self._assistant(head, size)
+            return self._assistant(head, line, size)
         elif kind == "user":
-            return self._tool_result(head, size)
+            return self._tool_result(head, line, size)
         elif kind == "attachment":
             body = head.attachment
             if body is not None and body.type == "queued_command":
                 return False
-            self._book(head, kind, size, "attachment", "attachment")
+            reason = category = "attachment"
         elif kind == "system":
             if head.subtype == "compact_boundary":
                 return False
-            self._book(head, kind, size, "system", "system")
+            reason = category = "system"
         else:
-            self._book(head, kind, size, None, None)
+            reason = category = None
+        if not _utf8(line):
+            return False
+        self._book(head, kind, size, reason, category)
         return True
 
     def _book(
@@ -183,15 +182,15 @@ class Prefilter:
             if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
                 self.classifier.last_timestamp = stamp
 
-    def _assistant(self, head: _Head, size: int) -> bool:
+    def _assistant(self, head: _Head, line: bytes, size: int) -> bool:
         message = head.message
         if message is None:
             return False
-        if head.isApiErrorMessage is True:
-            self._book(head, "assistant", size, "api_error", "system")
-            return True
-        if message.model == "<synthetic>":
-            self._book(head, "assistant", size, "synthetic", "system")
+        if head.isApiErrorMessage is True or message.model == "<synthetic>":
+            if not _utf8(line):
+                return False
+            reason = "api_error" if head.isApiErrorMessage is True else "synthetic"
+            self._book(head, "assistant", size, reason, "system")
             return True
         content = message.content
         if type(content) is not list or len(content) != 1:
@@ -203,6 +202,8 @@ class Prefilter:
         elif btype == "tool_use" and not self._may_speak(block.name):
             category = "tool_use"
         else:
+            return False
+        if not _utf8(line):
             return False
         c = self.classifier
         c.assistant_seen = True
@@ -222,7 +223,7 @@ class Prefilter:
             )
         return speaks
 
-    def _tool_result(self, head: _Head, size: int) -> bool:
+    def _tool_result(self, head: _Head, line: bytes, size: int) -> bool:
         """A user line answering a tool call: its images apart, the rest tool_result noise."""
         message = head.message
         content = message.content if message is not None else None
@@ -248,7 +249,7 @@ class Prefilter:
             elif btype == "image":
                 images = True
                 image_bytes += _image_size(block.source)
-        if not has_result:
+        if not has_result or not _utf8(line):
             return False
         ledger = self.classifier.ledger
         if images:
@@ -267,6 +268,20 @@ def _looks_spoken(line: bytes) -> bool:
     if line.find(b'"type":"user"', 0, PEEK) >= 0:
         return line.find(b'"tool_use_id"', 0, PEEK) < 0
     return line.find(b'"content":[{"type":"text"', 0, PEEK) >= 0
+
+
+def _utf8(line: bytes) -> bool:
+    """True when ``line`` is valid UTF-8, as orjson requires of every byte of it.
+
+    msgspec does not check the fields it skips, so this runs before a line is settled.
+    """
+    if line.isascii():
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _image_size(source: _Source | None) -> int:
