@@ -22,13 +22,16 @@ from runtime.classify import Classifier
 from runtime.config import Config, RebuildConfig
 from runtime.dirty import Ledger
 from runtime.errors import OutsideProjectError, TranscriptError
-from runtime.prefilter import Prefilter, lines
+from runtime.prefilter import Prefilter
 from runtime.speech import SpeechRules
 
 if TYPE_CHECKING:
     from runtime.turns import TurnBuilder as Sink
 
 MALFORMED_SAMPLE = 20
+# a 1 MiB read buffer: line iteration over 100 MB of multi-100-KB lines (images, tool
+# results) takes 0.02 s with it against 0.05 s with the 8 KiB default (issue 13)
+READ_BUFFER = 1 << 20
 FAST = True  # the reader's fast path (runtime.prefilter); tests turn it off for the reference
 Progress = Callable[[int, int], None]
 
@@ -134,7 +137,7 @@ def scan(
     take = Prefilter(classifier).take if (FAST if fast is None else fast) else None
     loads = orjson.loads
     try:
-        handle = open(path, "rb")
+        handle = open(path, "rb", buffering=READ_BUFFER)
         total = os.fstat(handle.fileno()).st_size
     except OSError as exc:
         raise TranscriptError(f"transcript {str(path)!r} cannot be read: {exc.strerror}") from exc
@@ -144,7 +147,7 @@ def scan(
     position = 0
     last = b""
     with handle:
-        for line in handle if take is None else lines(handle):
+        for line in handle:
             lineno += 1
             size = len(line)
             position += size

@@ -107,31 +107,6 @@ def test_fast_path_matches_the_full_parse_on_a_hand_built_session() -> None:
     _assert_same(t.write(WORK / "hand.jsonl", trailing_newline=False))
 
 
-# -- the line splitter ----------------------------------------------------------------------
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.sampled_from([b"\n", b"a", b"{}", b"\xff", b"\r\n", b"x" * 9]), max_size=40),
-    st.integers(min_value=1, max_value=12),
-)
-def test_lines_are_the_lines_a_file_iterator_gives_at_any_chunk_size(
-    pieces: list[bytes], chunk: int
-) -> None:
-    data = b"".join(pieces)
-    path = WORK / "split.jsonl"
-    path.write_bytes(data)
-    saved = prefilter.CHUNK
-    prefilter.CHUNK = chunk
-    try:
-        with open(path, "rb") as handle:
-            got = list(prefilter.lines(handle))
-    finally:
-        prefilter.CHUNK = saved
-    with open(path, "rb") as handle:
-        assert got == list(handle)
-
-
 # -- what the prefilter settles ------------------------------------------------------------
 
 
