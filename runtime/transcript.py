@@ -152,22 +152,23 @@ def scan(
             size = len(line)
             position += size
             last = line
-            if take is None or not take(line, size):
-                try:
-                    event = loads(line)
-                except orjson.JSONDecodeError:
-                    if not line.strip():
-                        stats.blank_lines += 1
-                        continue
-                    _malformed(stats, ledger, lineno, line)
-                    continue
-                if type(event) is not dict:
-                    _malformed(stats, ledger, lineno, line)
-                    continue
-                handle_event(event, size)
             if progress is not None and position >= next_mark:
                 progress(position, total)
                 next_mark = position + step
+            if take is not None and take(line, size):
+                continue
+            try:
+                event = loads(line)
+            except orjson.JSONDecodeError:
+                if not line.strip():
+                    stats.blank_lines += 1
+                    continue
+                _malformed(stats, ledger, lineno, line)
+                continue
+            if type(event) is not dict:
+                _malformed(stats, ledger, lineno, line)
+                continue
+            handle_event(event, size)
     stats.lines = lineno
     stats.bytes = position
     if last and not last.endswith(b"\n") and stats.malformed_lines[-1:] == [lineno]:

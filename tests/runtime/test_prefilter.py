@@ -269,3 +269,16 @@ def test_fast_path_matches_the_full_parse_on_fuzzed_lines(
     path = WORK / "fuzz.jsonl"
     path.write_bytes(data)
     _assert_same(path)
+
+
+def test_progress_is_reported_while_reading_lines_the_prefilter_settles() -> None:
+    t = Transcript()
+    t.user("look")
+    for _ in range(40):  # ≈ 4 MB of tool results, all settled without a full parse
+        t.tool_round(result=[text("shot"), image(100_000)])
+    path = t.write(WORK / "progress.jsonl")
+    seen: list[int] = []
+    transcript.scan(path, CONFIG.rebuild, None, lambda done, total: seen.append(done))
+    size = path.stat().st_size
+    assert seen[-1] == size
+    assert len(seen) >= 3 and seen[0] < size and seen == sorted(seen)
