@@ -33,6 +33,7 @@ _PAIR = re.compile(r"<([A-Za-z][\w:.-]*)(?:\s[^>]*)?>.*?</\1\s*>", re.S)
 _LONE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^>]*)?/?>")
 _CHANNEL = re.compile(r"<channel\s")
 _REPLY_ARGS = ("text", "message", "content")
+_REPLY_BYTES = re.compile(rb"[Rr][Ee][Pp][Ll][Yy]")
 NOT_SPEECH_ORIGINS = ("human", "task-notification")  # human: judged by its text below
 # Claude Code's own reports, also when a line was cut before the closing tag
 NOT_SPEECH_OPENINGS = ("<task-notification", "[Request interrupted")
@@ -154,6 +155,15 @@ class SecondReading:
                 result.findings.append(Finding(shape, self.first_slash))
         result.findings.sort(key=lambda f: f.line)
         return result
+
+    def wants(self, line: bytes) -> bool:
+        """Whether a raw line the reader's fast path settled can hold a shape read here.
+
+        The fast path settles only lines it knows the classifier ignores; of those, this reading
+        can still see an enqueue, an attachment's ``prompt`` or a tool whose name says reply.
+        """
+        return (b"queue-operation" in line or b'"prompt"' in line
+                or _REPLY_BYTES.search(line) is not None)
 
     def event(self, event: dict[str, Any], line: int) -> None:
         kind = event.get("type")

@@ -83,7 +83,7 @@ def build(
     knobs = config.rebuild
     sink = TurnBuilder()
     reading = SecondReading(frozenset(knobs.reply_chat_ids))
-    read, ledger = scan(Path(source), knobs, sink, progress, reading.event)
+    read, ledger = scan(Path(source), knobs, sink, progress, reading)
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]

@@ -6,17 +6,22 @@ so it must stay close to the start-up time of a bare interpreter (see runtime.ho
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from runtime.errors import ThreadlineError
+
+if TYPE_CHECKING:  # argparse only off the hook's path (issue 13 §3: every import counts there)
+    import argparse
+    from collections.abc import Sequence
 
 PROG = "tl-rebuild"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the full parser; each command group registers its own sub-commands."""
+    import argparse
+
     from runtime import cli_engine, cli_ops
 
     parser = argparse.ArgumentParser(
