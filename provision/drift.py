@@ -5,9 +5,10 @@ Each finding says what drifted, before (manifest) → after (now). The headline 
 one installed. Exit 0 clean, 1 drift; a missing manifest or invalid profile is an error (2).
 
 Besides the launch: the tmux pane dead, or its ``remain-on-exit`` / respawn hooks changed; the
-systemd unit's FragmentPath, drop-ins or Environment changed; our Stop hook missing (or, with
-``hook.enabled: false``, present); ``disableAllHooks: true`` in settings.json; the MCP server;
-managed files; the session store.
+systemd unit's FragmentPath, drop-ins or Environment changed; the launch environment a resume
+carries (inline ``VAR=x``, ``env``, the tmux session's, ``CLAUDE_CONFIG_DIR``; digests only)
+changed; our Stop hook missing (or, with ``hook.enabled: false``, present);
+``disableAllHooks: true`` in settings.json; the MCP server; managed files; the session store.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from provision.errors import (
 )
 from provision.host import Host
 from provision.introspect import Launch, introspect, same_argv
-from provision.manifest import Recorded, load_manifest, tmux_wiring, unit_topology
+from provision.manifest import (
+    Recorded,
+    launch_environment,
+    load_manifest,
+    tmux_wiring,
+    unit_topology,
+)
 from provision.profile import Profile
 from provision.result import Context
 from provision.resume import resume_argv
@@ -66,6 +73,7 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
         ctx.launch = launch
         findings.extend(_launch_findings(host, recorded, launch))
         findings.extend(_unit_findings(recorded, launch))
+        findings.extend(_environment_findings(profile, recorded, launch))
         if launch.live is not None and not same_argv(launch.argv, launch.live.argv):
             findings.append(Finding("live argv differs from configured (restart pending)",
                                     _join(launch.argv), _join(launch.live.argv)))
@@ -168,6 +176,22 @@ def _unit_findings(recorded: Recorded, launch: Launch) -> list[Finding]:
             found.append(Finding(f"unit Environment {key} changed", old.get(key, "unset"),
                                  new.get(key, "unset")))
     return found
+
+
+def _environment_findings(profile: Profile, recorded: Recorded,
+                          launch: Launch) -> list[Finding]:
+    """The environment a resume carries, by value digest (a unit's own Environment= lines are
+    reported by _unit_findings already)."""
+    if recorded.environment is None:
+        return []
+    before, now = dict(recorded.environment), launch_environment(launch, profile)
+    unit = unit_topology(launch)
+    covered = {k for k, _ in recorded.unit.environment} if recorded.unit else set()
+    covered |= {k for k, _ in unit.environment} if unit else set()
+    return [Finding(f"launch environment {key} changed", before.get(key, "not carried"),
+                    now.get(key, "not carried"))
+            for key in sorted(before.keys() | now.keys())
+            if key not in covered and before.get(key) != now.get(key)]
 
 
 def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:

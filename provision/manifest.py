@@ -93,8 +93,21 @@ def unit_topology(launch: Launch) -> UnitTopology | None:
 
 
 def value_digest(value: str) -> str:
-    """A short digest standing in for an environment value (secrets never enter the manifest)."""
-    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
+    """A short digest standing in for an environment value (secrets never enter the manifest);
+    the rule is ``runtime.identity.value_digest``, shared with the health check."""
+    from runtime.identity import value_digest as digest
+
+    return digest(value)
+
+
+def launch_environment(launch: Launch, profile: Profile) -> dict[str, str]:
+    """``name → value digest`` of the environment a resume carries (``unset`` when neither
+    the launch nor the live claude has it)."""
+    from provision.introspect import environment_names
+
+    names = environment_names(launch, profile.claude.config_dir)
+    values = launch.environment(names)
+    return {name: value_digest(values[name]) if name in values else "unset" for name in names}
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,7 @@ class Recorded:
     session_store: str
     tmux: TmuxWiring | None = None
     unit: UnitTopology | None = None
+    environment: tuple[tuple[str, str], ...] | None = None  # None: written before it existed
 
 
 def build_manifest(ctx: Context, tmux: TmuxWiring | None = None) -> dict[str, Any]:
@@ -153,6 +167,7 @@ def build_manifest(ctx: Context, tmux: TmuxWiring | None = None) -> dict[str, An
         "mcp": {"name": mcp.name, "scope": mcp.scope, "spec": mcp.wanted.describe()}
         if mcp is not None else None,
         "session_store": project_dir(ctx.profile, launch.workdir),
+        "environment": launch_environment(launch, ctx.profile),
     }
     if wiring:  # absent for the pointer door, and in manifests written before it existed
         manifest["wiring"] = wiring
@@ -181,7 +196,8 @@ def load_manifest(host: Host, profile: Profile) -> Recorded:
             (data.get("mcp") or {}).get("spec"), data["session_store"],
             TmuxWiring(tmux["remain_on_exit"], tuple(tmux["respawn_hooks"])) if tmux else None,
             UnitTopology(unit["fragment"], tuple(unit["drop_ins"]),
-                         tuple(sorted(unit["environment"].items()))) if unit else None)
+                         tuple(sorted(unit["environment"].items()))) if unit else None,
+            tuple(sorted(data["environment"].items())) if "environment" in data else None)
     except (ValueError, KeyError, TypeError) as exc:
         raise ManifestError(f"manifest {path!r} is unreadable: {exc!r}") from exc
 

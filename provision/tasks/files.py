@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from provision.actions import Action, EnsureDir, RunCommand, Task, WriteFile
 from provision.errors import FactError
 from provision.introspect import OWN_DROP_IN as DROP_IN_NAME
+from provision.introspect import environment_names
 from provision.render import (
     MANAGED_MARK,
     render,
@@ -201,6 +202,7 @@ def config_context(ctx: Context) -> dict[str, Any]:
         "launch_argv": list(launch.argv), "channel_flags": list(flags),
         "expected_channel_servers": [e.removeprefix("server:") for e in expected
                                      if not e.startswith("plugin:")],
+        "environment": list(environment_names(launch, profile.claude.config_dir)),
         "tmux_target": door.tmux_target or "", "tmux_socket_name": door.tmux_socket_name or "",
         "systemd_unit": door.systemd_unit or "",
         "systemd_pointer_path": pointer_path(profile) if door.kind == "systemd" else "",
