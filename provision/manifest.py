@@ -207,6 +207,7 @@ class ManifestFacts:
     path: str
     current: bytes | None
     tmux: TmuxWiring | None = None
+    ids: tuple[int, int] | None = None  # uid, gid on disk
 
 
 class Manifest(Task):
@@ -221,15 +222,23 @@ class Manifest(Task):
 
     def facts(self, host: Host, ctx: Context) -> ManifestFacts:
         path = ctx.profile.install.manifest_path
-        return ManifestFacts(path, host.read_bytes(path), tmux_wiring(host, ctx.profile))
+        current = host.read_bytes(path)
+        st = host.stat(path) if current is not None else None
+        return ManifestFacts(path, current, tmux_wiring(host, ctx.profile),
+                             (st.uid, st.gid) if st else None)
 
     def plan(self, facts: ManifestFacts, ctx: Context) -> list[Action]:
+        from provision.tasks.files import NEW, chown_action, owner_of
+
+        # it lives in the state dir, which belongs to the claude user through and through
+        owner = owner_of(ctx)
         content = dump(build_manifest(ctx, facts.tmux))
         if content == facts.current:
-            return []
+            return chown_action(facts.path, facts.ids, owner) if owner else []
         verb = "write" if facts.current is None else "update"
         return [WriteFile(facts.path, content, before=facts.current, mode=0o600,
-                          summary=f"{verb} manifest {facts.path}")]
+                          summary=f"{verb} manifest {facts.path}"),
+                *(chown_action(facts.path, facts.ids or NEW, owner) if owner else [])]
 
     def ok_message(self, facts: ManifestFacts, ctx: Context) -> str:
         return f"manifest {facts.path} already records this state"

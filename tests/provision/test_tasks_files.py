@@ -86,7 +86,8 @@ def test_a_hand_edited_config_is_replaced_with_a_backup() -> None:
 
 
 def test_pointer_door_renders_an_executable_runner_wrapper() -> None:
-    host = FakeHost(files={"/usr/local/bin/loop.sh": b"cd /srv/jobs\n/usr/local/bin/claude -p "
+    host = FakeHost(users={"w": (0, 0), "root": (0, 0)},
+                    files={"/usr/local/bin/loop.sh": b"cd /srv/jobs\n/usr/local/bin/claude -p "
                                                      b"--continue \"next\"\n"})
     host.add_command(["/usr/local/bin/claude", "--version"], "2.1.328\n")
     host.executables.add(f"{BIN}/tl-rebuild")
