@@ -8,7 +8,8 @@ Besides the launch: the tmux pane dead, or its ``remain-on-exit`` / respawn hook
 systemd unit's FragmentPath, drop-ins or Environment changed; the launch environment a resume
 carries (inline ``VAR=x``, ``env``, the tmux session's, ``CLAUDE_CONFIG_DIR``; digests only)
 changed; our Stop hook missing (or, with ``hook.enabled: false``, present);
-``disableAllHooks: true`` in settings.json; the MCP server; managed files; the session store.
+``disableAllHooks: true`` in settings.json; the MCP server; managed files; the session store;
+the state dir, pointer dir and config no longer the claude user's (or no longer 0700/0600).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from provision.errors import (
     SettingsError,
 )
 from provision.host import Host
-from provision.introspect import Launch, introspect, same_argv
+from provision.introspect import Launch, introspect, same_argv, tmux_base
 from provision.manifest import (
     Recorded,
     launch_environment,
@@ -80,6 +81,7 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
     findings.extend(_tmux_findings(host, profile, recorded))
     findings.extend(_task_findings(host, ctx, recorded))
     findings.extend(_file_findings(host, recorded))
+    findings.extend(_ownership_findings(host, ctx))
     store = host.stat(recorded.session_store)
     if store is None or not store.is_dir:
         findings.append(Finding("session store missing", recorded.session_store, "absent"))
@@ -122,9 +124,8 @@ def _pane_dead(host: Host, profile: Profile) -> Finding | None:
     target = profile.door.tmux_target
     if profile.door.kind != "tmux" or not target:
         return None
-    sock = profile.door.tmux_socket_name
     try:
-        shown = host.run([*(["tmux", "-L", sock] if sock else ["tmux"]), "display-message",
+        shown = host.run([*tmux_base(host, profile), "display-message",
                           "-p", "-t", target,
                           "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"])
     except HostError:
@@ -192,6 +193,18 @@ def _environment_findings(profile: Profile, recorded: Recorded,
                     now.get(key, "not carried"))
             for key in sorted(before.keys() | now.keys())
             if key not in covered and before.get(key) != now.get(key)]
+
+
+def _ownership_findings(host: Host, ctx: Context) -> list[Finding]:
+    """Installed paths no longer the claude user's, or no longer private (0700/0600)."""
+    from provision.tasks.files import ownership_problems
+
+    try:
+        problems = ownership_problems(host, ctx)
+    except ProvisionError as exc:
+        return [Finding("ownership unreadable", ctx.profile.claude.user, str(exc))]
+    want = f"the claude user {ctx.profile.claude.user}'s, 0700/0600"
+    return [Finding("owner or mode of an installed path", want, line) for line in problems]
 
 
 def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:

@@ -46,6 +46,7 @@ class Launch:
     unit_files: tuple[str, ...] = ()
     via_tl_launch: bool = False
     live_env: tuple[tuple[str, str], ...] = ()  # the live claude's values of environment_names
+    tmux: tuple[str, ...] = ()  # tmux door: the argv prefix that reaches the claude user's server
 
     def environment(self, names: tuple[str, ...]) -> dict[str, str]:
         """``name → value`` the launch runs with: its own assignments, else the live process's
@@ -133,14 +134,39 @@ def _is_claude(program: str, binary: str | None) -> bool:
     return os.path.basename(program) == "claude" or (binary is not None and program == binary)
 
 
-def _tmux_base(profile: Profile) -> list[str]:
+_SAME_USER: dict[tuple[int, str], int | None] = {}
+
+
+def tmux_base(host: Host, profile: Profile) -> list[str]:
+    """``tmux`` addressing the claude user's server: ``-L NAME`` when apply runs as that user;
+    as another user (root), ``-S $TMUX_TMPDIR/tmux-<claude uid>/NAME`` — ``-L`` would look in
+    root's own socket folder (``tmux-0``) and never find the user's server."""
     sock = profile.door.tmux_socket_name
-    return ["tmux", "-L", sock] if sock else ["tmux"]
+    key = (id(host), profile.claude.user)
+    if key not in _SAME_USER:
+        _SAME_USER[key] = _other_uid(host, profile.claude.user)
+    uid = _SAME_USER[key]
+    if uid is None:
+        return ["tmux", "-L", sock] if sock else ["tmux"]
+    folder = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return ["tmux", "-S", f"{folder.rstrip('/')}/tmux-{uid}/{sock or 'default'}"]
+
+
+def _other_uid(host: Host, user: str) -> int | None:
+    """The claude user's uid when apply runs as someone else; None when it is the same."""
+    try:
+        mine, theirs = host.run(["id", "-u"], timeout=10), host.run(["id", "-u", user], timeout=10)
+    except HostError:
+        return None
+    if not (mine.ok and theirs.ok) or mine.stdout.strip() == theirs.stdout.strip():
+        return None
+    value = theirs.stdout.strip()
+    return int(value) if value.isdigit() else None
 
 
 def _tmux(host: Host, profile: Profile) -> Launch:
     target = profile.door.tmux_target or ""
-    result = host.run([*_tmux_base(profile), "list-panes", "-a", "-F", F.PANE_FORMAT])
+    result = host.run([*tmux_base(host, profile), "list-panes", "-a", "-F", F.PANE_FORMAT])
     if not result.ok:
         raise IntrospectError(f"tmux list-panes failed on socket "
                               f"{profile.door.tmux_socket_name or 'default'!r}: "
@@ -173,14 +199,15 @@ def _tmux(host: Host, profile: Profile) -> Launch:
                                 configured.cwd)
     live = find_claude(host, pane.pid, profile.claude.binary)
     workdir = configured.cwd or (live.cwd if live else None) or pane.start_path or None
-    return _settle(host, profile, source, configured, live, workdir, evidence)
+    launch = _settle(host, profile, source, configured, live, workdir, evidence)
+    return Launch(**{**launch.__dict__, "tmux": tuple(tmux_base(host, profile))})
 
 
 def _pane_command(host: Host, profile: Profile, pane: F.Pane) -> F.ShellCommand:
     """The pane's start command: the lossless ``pane_start_command_list`` when this tmux has it
     (newer than 3.7c; older servers print nothing), else ``pane_start_command``."""
     try:
-        listed = host.run([*_tmux_base(profile), "display-message", "-p", "-t", pane.pane_id,
+        listed = host.run([*tmux_base(host, profile), "display-message", "-p", "-t", pane.pane_id,
                            "#{pane_start_command_list}"])
     except HostError:
         listed = None
@@ -197,7 +224,7 @@ def _tmux_session_env(host: Host, profile: Profile, session: str,
     """The tmux session's own environment (``new-session -e``, ``set-environment``): a respawned
     pane gets it too. Variables in ``update-environment`` (SSH_AUTH_SOCK, DISPLAY …) are
     refreshed on every attach, so they are no part of the launch and are left out."""
-    base = _tmux_base(profile)
+    base = tmux_base(host, profile)
     try:
         shown = host.run([*base, "show-environment", "-t", session])
         updated = host.run([*base, "show-options", "-gv", "update-environment"])
@@ -221,8 +248,8 @@ def _tmux_hooks(host: Host, profile: Profile) -> list[str]:
     window scope: where tmux 3.3a keeps them)."""
     lines = []
     try:
-        remain = host.run([*_tmux_base(profile), "show-options", "-gw", "remain-on-exit"])
-        hooks = host.run([*_tmux_base(profile), "show-hooks", "-gw"])  # window hooks (3.3a)
+        remain = host.run([*tmux_base(host, profile), "show-options", "-gw", "remain-on-exit"])
+        hooks = host.run([*tmux_base(host, profile), "show-hooks", "-gw"])  # window hooks (3.3a)
     except HostError:
         return []  # evidence only: never fatal
     if remain.ok and remain.stdout.strip():

@@ -53,9 +53,6 @@ class UnitTopology:
                 "environment": dict(self.environment)}
 
 
-def _tmux_base(profile: Profile) -> list[str]:
-    sock = profile.door.tmux_socket_name
-    return ["tmux", "-L", sock] if sock else ["tmux"]
 
 
 def tmux_wiring(host: Host, profile: Profile) -> TmuxWiring | None:
@@ -63,7 +60,9 @@ def tmux_wiring(host: Host, profile: Profile) -> TmuxWiring | None:
     target = profile.door.tmux_target
     if profile.door.kind != "tmux" or not target:
         return None
-    base = _tmux_base(profile)
+    from provision.introspect import tmux_base
+
+    base = tmux_base(host, profile)
     scopes = (("global", ["-gw"]), ("window", ["-w", "-t", target]), ("pane", ["-p", "-t", target]))
     try:
         remain = host.run([*base, "display-message", "-p", "-t", target, "#{remain-on-exit}"])

@@ -200,6 +200,22 @@ class Directories(Task):
             f"{p} ({oct(m)}{f', {uid}:{gid}' if o else ''})" for p, m, o in facts.wanted))
 
 
+def ownership_problems(host: Host, ctx: Context) -> list[str]:
+    """What is not the claude user's (or not private enough) among the state dir, the pointer
+    dir, everything in the state dir and the runtime config — one line each, as ``drift`` and
+    ``accept`` report it (apply's Directories/RuntimeConfig would fix each)."""
+    task = Directories()
+    facts = task.facts(host, ctx)
+    problems = [action.summary.replace("create directory", "missing directory")
+                for action in task.plan(facts, ctx)]
+    path, (uid, gid) = ctx.profile.install.config_path, facts.owners.claude
+    st = host.stat(path)
+    if st is not None and ((st.uid, st.gid) != (uid, gid) or st.mode != RuntimeConfig.mode):
+        problems.append(f"{path} is {st.uid}:{st.gid} {oct(st.mode)}, wanted {uid}:{gid} "
+                        f"{oct(RuntimeConfig.mode)}")
+    return problems
+
+
 @dataclass(frozen=True)
 class FileFacts:
     """A managed file on disk (None = absent) and what a fresh render gives."""
