@@ -43,6 +43,17 @@ tasks = [t for t in apply_tasks() if t.name in {TASKS!r}]
 report = engine.run(tasks, LocalHost(profile.host), Context(profile))
 print(json.dumps({{r.task: [r.status.value, r.message] for r in report.results}}))
 """
+ACCEPT_LINE = """
+import json, sys
+from provision.accept.checklist import Checklist, Scene
+from provision.accept.readonly import _ownership
+from provision.host import LocalHost
+from provision.profile import load_profile
+profile = load_profile(sys.argv[1])
+out = Checklist(profile.host)
+_ownership(Scene(profile, LocalHost(profile.host)), out)
+print(json.dumps(out.lines[0].to_dict()))
+"""
 
 
 def owner_mode(path: Path) -> tuple[int, int, int]:
@@ -146,8 +157,24 @@ def test_drift_and_accept_name_a_state_dir_entry_that_is_not_the_claude_users(
     assert drift.returncode == 1
     assert [f["after"] for f in findings if f["check"] == "owner or mode of an installed path"] \
         == [f"chown 0:0 → {UID}:{GID} {stray}"]
-    accept = user.run(TL_PROVISION, "accept", "--json", str(host_yml), as_user=False,
-                      check=False)
-    lines = {line["name"]: line for line in json.loads(accept.stdout)["lines"]}
-    owned = lines["installed paths belong to the claude user"]
+    # accept's line, as its read-only stage runs it (the rest of accept is tested elsewhere)
+    accept = user.run(sys.executable, "-c", ACCEPT_LINE, str(host_yml), as_user=False)
+    owned = json.loads(accept.stdout.strip().splitlines()[-1])
     assert owned["status"] == "fail" and str(stray) in json.dumps(owned["evidence"])
+
+
+def test_apply_fails_when_the_claude_user_cannot_run_the_hook_program(
+        second_user: SecondUser) -> None:  # noqa: F811
+    from tests.fixtures.second_user import _python_root
+
+    if _python_root() is None:
+        pytest.skip("this checkout's Python is not under /root: nothing to hide from the user")
+    user = second_user
+    host_yml, _, _ = deploy(user)
+    user.reachable_python = False  # tl-rebuild's interpreter lives under /root (0700)
+
+    report = apply(user, host_yml)
+
+    status, message = report["Verify"]
+    assert status == "failed"
+    assert f"tl-rebuild runs as {NAME} ({TL_REBUILD} as {NAME}: rc=" in message, message
