@@ -94,6 +94,9 @@ class TmuxConfig:
 class SystemdConfig:
     unit: str = ""
     pointer_path: str = ""
+    # A claude user that is not root: restart and escape through ``sudo -n`` (the exact
+    # commands tl-provision's sudoers drop-in allows), the worker running as this user.
+    sudo_user: str = ""
 
 
 @dataclass(frozen=True)

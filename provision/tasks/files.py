@@ -329,6 +329,8 @@ def config_context(ctx: Context) -> dict[str, Any]:
         "tmux_target": door.tmux_target or "", "tmux_socket_name": door.tmux_socket_name or "",
         "systemd_unit": door.systemd_unit or "",
         "systemd_pointer_path": pointer_path(profile) if door.kind == "systemd" else "",
+        "systemd_sudo_user": profile.claude.user if door.kind == "systemd" and (
+            owners := owner_of(ctx)) is not None and owners.claude[0] != 0 else "",
         "pointer_path": pointer_path(profile) if door.kind == "pointer" else "",
     }
 

@@ -31,6 +31,7 @@ def _config_context(**changes):
         "expected_channel_servers": ["companion"], "environment": ["CLAUDE_CONFIG_DIR"],
         "tmux_target": "main:0.0",
         "tmux_socket_name": "", "systemd_unit": "", "systemd_pointer_path": "",
+        "systemd_sudo_user": "",
         "pointer_path": "",
     }
     context.update(changes)
