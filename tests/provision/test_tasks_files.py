@@ -54,7 +54,8 @@ def test_systemd_door_renders_config_and_tl_launch_drop_in_then_settles() -> Non
     assert f"ExecStart={BIN}/tl-launch --pointer /var/lib/tl/pointer -- " in drop_in
     config = tomllib.loads(host.files["/etc/tl/config.toml"].decode())
     assert config["switch"]["door"] == "systemd"
-    assert config["switch"]["systemd"] == {"unit": UNIT, "pointer_path": "/var/lib/tl/pointer"}
+    assert config["switch"]["systemd"] == {"unit": UNIT, "pointer_path": "/var/lib/tl/pointer",
+                                           "sudo_user": ""}  # claude is root here
     assert config["switch"]["resume_argv"][1:3] == ["--resume", "{session_id}"]
     assert host.dirs == {"/var/lib/tl": 0o700, "/etc/tl": 0o755}
 
