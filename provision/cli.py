@@ -21,10 +21,11 @@ def apply_tasks(restart_claude: bool = False) -> list:
     from provision.manifest import Manifest
     from provision.tasks.files import Directories, LaunchDropIn, RunnerWrapper, RuntimeConfig
     from provision.tasks.launcher import HostFacts, LaunchCommand, RestartClaude, ResumeCommand
+    from provision.tasks.privileges import DoorPrivileges
     from provision.verify import Verify
 
     tasks: list = [HostFacts(), LaunchCommand(), ResumeCommand(), Directories(), RuntimeConfig(),
-                   LaunchDropIn(), RunnerWrapper()]
+                   LaunchDropIn(), DoorPrivileges(), RunnerWrapper()]
     try:
         from provision.tasks.settings import StopHook
 

@@ -5,9 +5,11 @@ Each finding says what drifted, before (manifest) → after (now). The headline 
 one installed. Exit 0 clean, 1 drift; a missing manifest or invalid profile is an error (2).
 
 Besides the launch: the tmux pane dead, or its ``remain-on-exit`` / respawn hooks changed; the
-systemd unit's FragmentPath, drop-ins or Environment changed; our Stop hook missing (or, with
-``hook.enabled: false``, present); ``disableAllHooks: true`` in settings.json; the MCP server;
-managed files; the session store.
+systemd unit's FragmentPath, drop-ins or Environment changed; the launch environment a resume
+carries (inline ``VAR=x``, ``env``, the tmux session's, ``CLAUDE_CONFIG_DIR``; digests only)
+changed; our Stop hook missing (or, with ``hook.enabled: false``, present);
+``disableAllHooks: true`` in settings.json; the MCP server; managed files; the session store;
+the state dir, pointer dir and config no longer the claude user's (or no longer 0700/0600).
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ from provision.errors import (
     SettingsError,
 )
 from provision.host import Host
-from provision.introspect import Launch, introspect, same_argv
-from provision.manifest import Recorded, load_manifest, tmux_wiring, unit_topology
+from provision.introspect import Launch, introspect, same_argv, tmux_base
+from provision.manifest import (
+    Recorded,
+    launch_environment,
+    load_manifest,
+    tmux_wiring,
+    unit_topology,
+)
 from provision.profile import Profile
 from provision.result import Context
 from provision.resume import resume_argv
@@ -66,12 +74,14 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
         ctx.launch = launch
         findings.extend(_launch_findings(host, recorded, launch))
         findings.extend(_unit_findings(recorded, launch))
+        findings.extend(_environment_findings(profile, recorded, launch))
         if launch.live is not None and not same_argv(launch.argv, launch.live.argv):
             findings.append(Finding("live argv differs from configured (restart pending)",
                                     _join(launch.argv), _join(launch.live.argv)))
     findings.extend(_tmux_findings(host, profile, recorded))
     findings.extend(_task_findings(host, ctx, recorded))
     findings.extend(_file_findings(host, recorded))
+    findings.extend(_ownership_findings(host, ctx))
     store = host.stat(recorded.session_store)
     if store is None or not store.is_dir:
         findings.append(Finding("session store missing", recorded.session_store, "absent"))
@@ -114,9 +124,8 @@ def _pane_dead(host: Host, profile: Profile) -> Finding | None:
     target = profile.door.tmux_target
     if profile.door.kind != "tmux" or not target:
         return None
-    sock = profile.door.tmux_socket_name
     try:
-        shown = host.run([*(["tmux", "-L", sock] if sock else ["tmux"]), "display-message",
+        shown = host.run([*tmux_base(host, profile), "display-message",
                           "-p", "-t", target,
                           "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"])
     except HostError:
@@ -168,6 +177,34 @@ def _unit_findings(recorded: Recorded, launch: Launch) -> list[Finding]:
             found.append(Finding(f"unit Environment {key} changed", old.get(key, "unset"),
                                  new.get(key, "unset")))
     return found
+
+
+def _environment_findings(profile: Profile, recorded: Recorded,
+                          launch: Launch) -> list[Finding]:
+    """The environment a resume carries, by value digest (a unit's own Environment= lines are
+    reported by _unit_findings already)."""
+    if recorded.environment is None:
+        return []
+    before, now = dict(recorded.environment), launch_environment(launch, profile)
+    unit = unit_topology(launch)
+    covered = {k for k, _ in recorded.unit.environment} if recorded.unit else set()
+    covered |= {k for k, _ in unit.environment} if unit else set()
+    return [Finding(f"launch environment {key} changed", before.get(key, "not carried"),
+                    now.get(key, "not carried"))
+            for key in sorted(before.keys() | now.keys())
+            if key not in covered and before.get(key) != now.get(key)]
+
+
+def _ownership_findings(host: Host, ctx: Context) -> list[Finding]:
+    """Installed paths no longer the claude user's, or no longer private (0700/0600)."""
+    from provision.tasks.files import ownership_problems
+
+    try:
+        problems = ownership_problems(host, ctx)
+    except ProvisionError as exc:
+        return [Finding("ownership unreadable", ctx.profile.claude.user, str(exc))]
+    want = f"the claude user {ctx.profile.claude.user}'s, 0700/0600"
+    return [Finding("owner or mode of an installed path", want, line) for line in problems]
 
 
 def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:

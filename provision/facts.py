@@ -133,9 +133,46 @@ def parse_shell_command(text: str) -> ShellCommand:
         env.append((key, value))
     if tokens[:1] == ["exec"]:
         tokens.pop(0)
-    if not tokens:
+    argv, wrapped = split_env_wrapper(tuple(tokens))
+    if not argv:
         raise IntrospectError(f"shell command has no program: {text!r}")
-    return ShellCommand(tuple(tokens), tuple(env), cwd)
+    return ShellCommand(argv, tuple(env) + wrapped, cwd)
+
+
+def split_env_wrapper(argv: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """``env [--] K=V ... PROG ARGS`` → ``(PROG ARGS, ((K, V), ...))``; other argv unchanged.
+
+    Options of ``env`` that change the environment in other ways (``-i``, ``-u``, ``-C`` …)
+    are refused: the launch environment could not be reproduced from the assignments alone.
+    """
+    if not argv or argv[0].rsplit("/", 1)[-1] != "env":
+        return argv, ()
+    rest, env = list(argv[1:]), []
+    if rest[:1] == ["--"]:
+        rest.pop(0)
+    if rest and rest[0].startswith("-"):
+        raise IntrospectError(f"launch command uses 'env {rest[0]}'; only 'env NAME=VALUE … "
+                              f"PROGRAM' can be carried to the resume: {list(argv)!r}")
+    while rest and _ASSIGN.match(rest[0]):
+        key, _, value = rest.pop(0).partition("=")
+        env.append((key, value))
+    return tuple(rest), tuple(env)
+
+
+def parse_tmux_environment(text: str) -> dict[str, str]:
+    """``tmux show-environment -t SESSION`` → the variables the session sets.
+
+    ``NAME=value`` sets; ``-NAME`` marks a variable removed from the session (not set, so not
+    listed).
+    """
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("-"):
+            continue
+        key, eq, value = line.partition("=")
+        if eq and _ASSIGN.match(line):
+            env[key] = value
+    return env
 
 
 def parse_pane_start_command(text: str) -> ShellCommand:
@@ -149,7 +186,8 @@ def parse_pane_start_command(text: str) -> ShellCommand:
         raise IntrospectError("pane has no start command (a login shell; nothing to introspect)")
     if len(words) == 1:
         return parse_shell_command(words[0])
-    return ShellCommand(tuple(words))
+    argv, env = split_env_wrapper(tuple(words))
+    return ShellCommand(argv, env)
 
 
 _NEW_SESSION_VALUED = set("cefFnstxy")
@@ -163,21 +201,31 @@ def tmux_command_in_argv(argv: tuple[str, ...]) -> ShellCommand | None:
         start = next(i for i, a in enumerate(argv) if a in ("new-session", "new"))
     except StopIteration:
         return None
-    i = start + 1
+    i, session_env = start + 1, list[tuple[str, str]]()
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
         flags = argv[i][1:]
         i += 1
         for pos, flag in enumerate(flags):
             if flag in _NEW_SESSION_VALUED:
+                value = flags[pos + 1:] if pos < len(flags) - 1 else (
+                    argv[i] if i < len(argv) else "")
                 if pos == len(flags) - 1:
                     i += 1
+                if flag == "e" and "=" in value:  # new-session -e NAME=VALUE
+                    key, _, val = value.partition("=")
+                    session_env.append((key, val))
                 break
     if i < len(argv) and argv[i] == "--":
         i += 1
     rest = argv[i:]
     if not rest:
         return None
-    return parse_shell_command(rest[0]) if len(rest) == 1 else ShellCommand(tuple(rest))
+    if len(rest) == 1:
+        command = parse_shell_command(rest[0])
+    else:
+        words, wrapped = split_env_wrapper(tuple(rest))
+        command = ShellCommand(words, wrapped)
+    return ShellCommand(command.argv, (*session_env, *command.env), command.cwd)
 
 
 # ---------------------------------------------------------------- /proc

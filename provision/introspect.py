@@ -46,6 +46,15 @@ class Launch:
     need_daemon_reload: bool = False
     unit_files: tuple[str, ...] = ()
     via_tl_launch: bool = False
+    live_env: tuple[tuple[str, str], ...] = ()  # the live claude's values of environment_names
+    tmux: tuple[str, ...] = ()  # tmux door: the argv prefix that reaches the claude user's server
+
+    def environment(self, names: tuple[str, ...]) -> dict[str, str]:
+        """``name → value`` the launch runs with: its own assignments, else the live process's
+        (e.g. ``CLAUDE_CONFIG_DIR`` exported by the user's shell); names neither has are left
+        out. Values stay in memory: print them only as digests."""
+        own, live = dict(self.env), dict(self.live_env)
+        return {n: own[n] if n in own else live[n] for n in names if n in own or n in live}
 
     @property
     def channel_flags(self) -> tuple[str, ...]:
@@ -56,6 +65,7 @@ class Launch:
         return {
             "door": self.door, "source": self.source, "argv": list(self.argv),
             "workdir": self.workdir, "env_keys": sorted(k for k, _ in self.env),
+            "environment": {k: value_digest(v) for k, v in sorted(self.env)},
             "live": None if self.live is None else {
                 "pid": self.live.pid, "argv": list(self.live.argv), "cwd": self.live.cwd},
             "channel_flags": list(self.channel_flags), "evidence": list(self.evidence),
@@ -65,6 +75,18 @@ class Launch:
 
 
 CHANNEL_OPTIONS = ("--channels", "--dangerously-load-development-channels")
+CONFIG_DIR_VAR = "CLAUDE_CONFIG_DIR"
+
+
+def environment_names(launch: Launch, configured_dir: str | None) -> tuple[str, ...]:
+    """The variables a resume must carry (names only): every assignment of the launch (inline,
+    ``env``, the tmux session's environment, the unit's ``Environment=``/``EnvironmentFile=``)
+    and ``CLAUDE_CONFIG_DIR`` whenever the profile or the live claude sets it (a resume in
+    another config dir fails with "No conversation found")."""
+    names = {name for name, _ in launch.env}
+    if configured_dir or CONFIG_DIR_VAR in dict(launch.live_env):
+        names.add(CONFIG_DIR_VAR)
+    return tuple(sorted(names))
 
 
 def channel_flags(argv: tuple[str, ...]) -> tuple[str, ...]:
@@ -113,14 +135,39 @@ def _is_claude(program: str, binary: str | None) -> bool:
     return os.path.basename(program) == "claude" or (binary is not None and program == binary)
 
 
-def _tmux_base(profile: Profile) -> list[str]:
+_SAME_USER: dict[tuple[int, str], int | None] = {}
+
+
+def tmux_base(host: Host, profile: Profile) -> list[str]:
+    """``tmux`` addressing the claude user's server: ``-L NAME`` when apply runs as that user;
+    as another user (root), ``-S $TMUX_TMPDIR/tmux-<claude uid>/NAME`` — ``-L`` would look in
+    root's own socket folder (``tmux-0``) and never find the user's server."""
     sock = profile.door.tmux_socket_name
-    return ["tmux", "-L", sock] if sock else ["tmux"]
+    key = (id(host), profile.claude.user)
+    if key not in _SAME_USER:
+        _SAME_USER[key] = _other_uid(host, profile.claude.user)
+    uid = _SAME_USER[key]
+    if uid is None:
+        return ["tmux", "-L", sock] if sock else ["tmux"]
+    folder = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return ["tmux", "-S", f"{folder.rstrip('/')}/tmux-{uid}/{sock or 'default'}"]
+
+
+def _other_uid(host: Host, user: str) -> int | None:
+    """The claude user's uid when apply runs as someone else; None when it is the same."""
+    try:
+        mine, theirs = host.run(["id", "-u"], timeout=10), host.run(["id", "-u", user], timeout=10)
+    except HostError:
+        return None
+    if not (mine.ok and theirs.ok) or mine.stdout.strip() == theirs.stdout.strip():
+        return None
+    value = theirs.stdout.strip()
+    return int(value) if value.isdigit() else None
 
 
 def _tmux(host: Host, profile: Profile) -> Launch:
     target = profile.door.tmux_target or ""
-    result = host.run([*_tmux_base(profile), "list-panes", "-a", "-F", F.PANE_FORMAT])
+    result = host.run([*tmux_base(host, profile), "list-panes", "-a", "-F", F.PANE_FORMAT])
     if not result.ok:
         raise IntrospectError(f"tmux list-panes failed on socket "
                               f"{profile.door.tmux_socket_name or 'default'!r}: "
@@ -147,16 +194,21 @@ def _tmux(host: Host, profile: Profile) -> Launch:
     else:
         configured = _pane_command(host, profile, pane)
         source = f"tmux pane {pane.target} start command"
+    session_env = _tmux_session_env(host, profile, pane.target.rpartition(":")[0], evidence)
+    configured = F.ShellCommand(configured.argv, tuple({**session_env,
+                                                        **dict(configured.env)}.items()),
+                                configured.cwd)
     live = find_claude(host, pane.pid, profile.claude.binary)
     workdir = configured.cwd or (live.cwd if live else None) or pane.start_path or None
-    return _settle(host, profile, source, configured, live, workdir, evidence)
+    launch = _settle(host, profile, source, configured, live, workdir, evidence)
+    return Launch(**{**launch.__dict__, "tmux": tuple(tmux_base(host, profile))})
 
 
 def _pane_command(host: Host, profile: Profile, pane: F.Pane) -> F.ShellCommand:
     """The pane's start command: the lossless ``pane_start_command_list`` when this tmux has it
     (newer than 3.7c; older servers print nothing), else ``pane_start_command``."""
     try:
-        listed = host.run([*_tmux_base(profile), "display-message", "-p", "-t", pane.pane_id,
+        listed = host.run([*tmux_base(host, profile), "display-message", "-p", "-t", pane.pane_id,
                            "#{pane_start_command_list}"])
     except HostError:
         listed = None
@@ -168,13 +220,37 @@ def _pane_command(host: Host, profile: Profile, pane: F.Pane) -> F.ShellCommand:
     return F.parse_pane_start_command(pane.start_command)
 
 
+def _tmux_session_env(host: Host, profile: Profile, session: str,
+                      evidence: list[str]) -> dict[str, str]:
+    """The tmux session's own environment (``new-session -e``, ``set-environment``): a respawned
+    pane gets it too. Variables in ``update-environment`` (SSH_AUTH_SOCK, DISPLAY …) are
+    refreshed on every attach, so they are no part of the launch and are left out."""
+    base = tmux_base(host, profile)
+    try:
+        shown = host.run([*base, "show-environment", "-t", session])
+        updated = host.run([*base, "show-options", "-gv", "update-environment"])
+    except HostError as exc:
+        evidence.append(f"tmux session {session} environment unreadable: {exc}")
+        return {}
+    if not shown.ok:
+        evidence.append(f"tmux session {session} environment unreadable: "
+                        f"{shown.stderr.strip()}")
+        return {}
+    refreshed = set(updated.stdout.split()) if updated.ok else set()
+    env = {k: v for k, v in F.parse_tmux_environment(shown.stdout).items()
+           if k not in refreshed}
+    if env:
+        evidence.append(f"tmux session {session} environment: {', '.join(sorted(env))}")
+    return env
+
+
 def _tmux_hooks(host: Host, profile: Profile) -> list[str]:
     """Respawn wiring as evidence: remain-on-exit and pane-died/pane-exited hooks (global
     window scope: where tmux 3.3a keeps them)."""
     lines = []
     try:
-        remain = host.run([*_tmux_base(profile), "show-options", "-gw", "remain-on-exit"])
-        hooks = host.run([*_tmux_base(profile), "show-hooks", "-gw"])  # window hooks (3.3a)
+        remain = host.run([*tmux_base(host, profile), "show-options", "-gw", "remain-on-exit"])
+        hooks = host.run([*tmux_base(host, profile), "show-hooks", "-gw"])  # window hooks (3.3a)
     except HostError:
         return []  # evidence only: never fatal
     if remain.ok and remain.stdout.strip():
@@ -234,6 +310,8 @@ def _systemd(host: Host, profile: Profile) -> Launch:
             raise IntrospectError(f"tl-launch in unit {unit!r} has no '--' before the claude "
                                   f"argv: {argv!r}")
         argv = argv[argv.index("--") + 1:]
+    argv, wrapped = F.split_env_wrapper(argv)
+    env.update(wrapped)
     workdirs = F.effective_values(files, "WorkingDirectory")
     configured = F.ShellCommand(argv, tuple(sorted(env.items())),
                                 workdirs[-1].lstrip("-") if workdirs else None)
@@ -333,8 +411,63 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
     if workdir is None:
         raise IntrospectError(f"cannot tell the working directory of claude ({source}); "
                               f"set claude.workdir in the profile")
+    live_env = _live_environment(host, profile, configured, live, evidence)
+    redacted = tuple(redact(line, (*configured.env, *live_env)) for line in evidence)
     return Launch(profile.door.kind, source, tuple(chosen), workdir, configured.env, live,
-                  tuple(evidence))
+                  redacted, live_env=live_env)
+
+
+def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
+                      live: LiveProcess | None,
+                      evidence: list[str]) -> tuple[tuple[str, str], ...]:
+    """The live claude's values of the launch's variables (and CLAUDE_CONFIG_DIR), compared
+    with the launch; a config dir other than the profile's is an IntrospectError (the
+    sessions, settings and MCP config would be looked for in the wrong place)."""
+    from runtime.identity import parse_environ
+
+    own = dict(configured.env)
+    if live is None:
+        current = None
+    else:
+        data = host.read_bytes(f"/proc/{live.pid}/environ")
+        current = parse_environ(data) if data is not None else None
+        if current is None:
+            evidence.append(f"live pid {live.pid} environment unreadable")
+    names = set(own) | {CONFIG_DIR_VAR}
+    live_env = {k: v for k, v in (current or {}).items() if k in names}
+    for name in sorted(set(own) & set(live_env)):
+        if own[name] != live_env[name]:
+            evidence.append(f"live pid {live.pid if live else '?'} {name} differs from the "
+                            f"launch ({value_digest(live_env[name])} vs "
+                            f"{value_digest(own[name])})")
+    known = CONFIG_DIR_VAR in own or current is not None
+    in_use = own.get(CONFIG_DIR_VAR, live_env.get(CONFIG_DIR_VAR)) or None
+    wanted = profile.claude.config_dir or None
+    if known and (in_use is None or wanted is None or
+                  os.path.normpath(in_use) != os.path.normpath(wanted)) and in_use != wanted:
+        raise IntrospectError(
+            f"claude runs with CLAUDE_CONFIG_DIR={in_use or '(unset: ~/.claude)'} but the "
+            f"profile says claude.config_dir: {wanted or '(unset)'}; set claude.config_dir "
+            f"to the directory claude really uses")
+    return tuple(sorted(live_env.items()))
+
+
+def value_digest(value: str) -> str:
+    from runtime.identity import value_digest as digest
+
+    return digest(value)
+
+
+def redact(text: str, env: tuple[tuple[str, str], ...]) -> str:
+    """``text`` with every environment value replaced by its digest (secrets never printed)."""
+    for name, value in env:
+        if name == CONFIG_DIR_VAR or not value:
+            continue  # a path the profile names anyway
+        if len(value) >= 6:
+            text = text.replace(value, f"<{value_digest(value)}>")
+        else:
+            text = text.replace(f"{name}={value}", f"{name}=<{value_digest(value)}>")
+    return text
 
 
 def same_argv(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

@@ -53,9 +53,6 @@ class UnitTopology:
                 "environment": dict(self.environment)}
 
 
-def _tmux_base(profile: Profile) -> list[str]:
-    sock = profile.door.tmux_socket_name
-    return ["tmux", "-L", sock] if sock else ["tmux"]
 
 
 def tmux_wiring(host: Host, profile: Profile) -> TmuxWiring | None:
@@ -63,7 +60,9 @@ def tmux_wiring(host: Host, profile: Profile) -> TmuxWiring | None:
     target = profile.door.tmux_target
     if profile.door.kind != "tmux" or not target:
         return None
-    base = _tmux_base(profile)
+    from provision.introspect import tmux_base
+
+    base = tmux_base(host, profile)
     scopes = (("global", ["-gw"]), ("window", ["-w", "-t", target]), ("pane", ["-p", "-t", target]))
     try:
         remain = host.run([*base, "display-message", "-p", "-t", target, "#{remain-on-exit}"])
@@ -93,8 +92,21 @@ def unit_topology(launch: Launch) -> UnitTopology | None:
 
 
 def value_digest(value: str) -> str:
-    """A short digest standing in for an environment value (secrets never enter the manifest)."""
-    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
+    """A short digest standing in for an environment value (secrets never enter the manifest);
+    the rule is ``runtime.identity.value_digest``, shared with the health check."""
+    from runtime.identity import value_digest as digest
+
+    return digest(value)
+
+
+def launch_environment(launch: Launch, profile: Profile) -> dict[str, str]:
+    """``name → value digest`` of the environment a resume carries (``unset`` when neither
+    the launch nor the live claude has it)."""
+    from provision.introspect import environment_names
+
+    names = environment_names(launch, profile.claude.config_dir)
+    values = launch.environment(names)
+    return {name: value_digest(values[name]) if name in values else "unset" for name in names}
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,7 @@ class Recorded:
     session_store: str
     tmux: TmuxWiring | None = None
     unit: UnitTopology | None = None
+    environment: tuple[tuple[str, str], ...] | None = None  # None: written before it existed
 
 
 def build_manifest(ctx: Context, tmux: TmuxWiring | None = None) -> dict[str, Any]:
@@ -153,6 +166,7 @@ def build_manifest(ctx: Context, tmux: TmuxWiring | None = None) -> dict[str, An
         "mcp": {"name": mcp.name, "scope": mcp.scope, "spec": mcp.wanted.describe()}
         if mcp is not None else None,
         "session_store": project_dir(ctx.profile, launch.workdir),
+        "environment": launch_environment(launch, ctx.profile),
     }
     if wiring:  # absent for the pointer door, and in manifests written before it existed
         manifest["wiring"] = wiring
@@ -181,7 +195,8 @@ def load_manifest(host: Host, profile: Profile) -> Recorded:
             (data.get("mcp") or {}).get("spec"), data["session_store"],
             TmuxWiring(tmux["remain_on_exit"], tuple(tmux["respawn_hooks"])) if tmux else None,
             UnitTopology(unit["fragment"], tuple(unit["drop_ins"]),
-                         tuple(sorted(unit["environment"].items()))) if unit else None)
+                         tuple(sorted(unit["environment"].items()))) if unit else None,
+            tuple(sorted(data["environment"].items())) if "environment" in data else None)
     except (ValueError, KeyError, TypeError) as exc:
         raise ManifestError(f"manifest {path!r} is unreadable: {exc!r}") from exc
 
@@ -191,6 +206,7 @@ class ManifestFacts:
     path: str
     current: bytes | None
     tmux: TmuxWiring | None = None
+    ids: tuple[int, int] | None = None  # uid, gid on disk
 
 
 class Manifest(Task):
@@ -205,15 +221,23 @@ class Manifest(Task):
 
     def facts(self, host: Host, ctx: Context) -> ManifestFacts:
         path = ctx.profile.install.manifest_path
-        return ManifestFacts(path, host.read_bytes(path), tmux_wiring(host, ctx.profile))
+        current = host.read_bytes(path)
+        st = host.stat(path) if current is not None else None
+        return ManifestFacts(path, current, tmux_wiring(host, ctx.profile),
+                             (st.uid, st.gid) if st else None)
 
     def plan(self, facts: ManifestFacts, ctx: Context) -> list[Action]:
+        from provision.tasks.files import NEW, chown_action, owner_of
+
+        # it lives in the state dir, which belongs to the claude user through and through
+        owner = owner_of(ctx)
         content = dump(build_manifest(ctx, facts.tmux))
         if content == facts.current:
-            return []
+            return chown_action(facts.path, facts.ids, owner) if owner else []
         verb = "write" if facts.current is None else "update"
         return [WriteFile(facts.path, content, before=facts.current, mode=0o600,
-                          summary=f"{verb} manifest {facts.path}")]
+                          summary=f"{verb} manifest {facts.path}"),
+                *(chown_action(facts.path, facts.ids or NEW, owner) if owner else [])]
 
     def ok_message(self, facts: ManifestFacts, ctx: Context) -> str:
         return f"manifest {facts.path} already records this state"

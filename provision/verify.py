@@ -5,7 +5,8 @@
   that session store exists (a wrong one fails only after the old process is gone);
 - every channel flag of the live process is in the resume argv (the deaf process, SPEC §6);
 - every ``server:NAME`` development channel is a registered MCP server (read from the stored
-  MCP config; ``claude mcp get`` would start the server).
+  MCP config; ``claude mcp get`` would start the server);
+- the Stop hook's and the MCP server's program (tl-rebuild) starts as the claude user.
 """
 
 from __future__ import annotations
@@ -98,7 +99,46 @@ def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
                         " ".join(channel_flags(live)) or "no channel flags"))
     for name in dev_channel_servers(live):
         checks.append(mcp_registered(host, ctx, name, launch.workdir))
+    checks.extend(runnable_by_claude(host, ctx, program) for program in our_programs(ctx))
     return tuple(checks)
+
+
+def our_programs(ctx: Context) -> list[str]:
+    """The programs claude starts for us: the Stop hook's and the MCP server's (tl-rebuild)."""
+    import shlex
+
+    found = []
+    hook = ctx.facts_of("StopHook")
+    command = getattr(hook, "wanted", {}).get("command") if hook is not None else None
+    if command and getattr(hook, "present", True):
+        found.append(shlex.split(str(command))[0])
+    mcp = ctx.facts_of("McpServer")
+    wanted = getattr(mcp, "wanted", None)
+    if wanted is not None and getattr(wanted, "command", None):
+        found.append(str(wanted.command))
+    return list(dict.fromkeys(found))
+
+
+def runnable_by_claude(host: Host, ctx: Context, program: str) -> Check:
+    """``program`` starts as the claude user (claude runs the hook and the MCP server as
+    itself): run as that user with ``--help`` when apply runs as someone else — a file that is
+    executable but sits under an unreadable folder (a venv under /root) or has an unreadable
+    interpreter fails here, not at the first Stop."""
+    from provision.tasks.files import Owners, owner_of
+
+    user = ctx.profile.claude.user
+    label = f"{program.rsplit('/', 1)[-1]} runs as {user}"
+    owners = owner_of(ctx)
+    if owners is None or owners == Owners(owners.claude, owners.claude):
+        st = host.stat(program)
+        return Check(label, bool(st and st.executable and not st.is_dir), program)
+    try:
+        result = host.run(["runuser", "-u", user, "--", program, "--help"], timeout=30)
+    except HostError as exc:
+        return Check(label, False, f"{program}: {exc}")
+    tail = (result.stderr or result.stdout).strip().splitlines()
+    return Check(label, result.ok, program if result.ok else
+                 f"{program} as {user}: rc={result.rc} {tail[-1] if tail else ''}".strip())
 
 
 class Verify(Task):

@@ -96,6 +96,9 @@ class TmuxConfig:
 class SystemdConfig:
     unit: str = ""
     pointer_path: str = ""
+    # A claude user that is not root: restart and escape through ``sudo -n`` (the exact
+    # commands tl-provision's sudoers drop-in allows), the worker running as this user.
+    sudo_user: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ class SwitchConfig:
     launch_argv: tuple[str, ...] = ()
     channel_flags: tuple[str, ...] = ()
     expected_channel_servers: tuple[str, ...] = ()
+    # Names (never values) of the launch environment the resume must carry: the worker reads
+    # the values from the running claude's /proc/PID/environ (SPEC §4.3, issue 10 §5).
+    environment: tuple[str, ...] = ()
     healthcheck_seconds: float = 5.0
     stable_seconds: float = 0.3
     stable_timeout_seconds: float = 30.0
@@ -186,7 +192,8 @@ def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Con
     if "speech_tools" in rebuild:
         rebuild["speech_tools"] = tuple(SpeechTool(**t) for t in rebuild["speech_tools"])
     switch = dict(data.get("switch", {}))
-    for key in ("resume_argv", "launch_argv", "channel_flags", "expected_channel_servers"):
+    for key in ("resume_argv", "launch_argv", "channel_flags", "expected_channel_servers",
+                "environment"):
         if key in switch:
             switch[key] = tuple(switch[key])
     switch["tmux"] = TmuxConfig(**switch.get("tmux", {}))

@@ -44,6 +44,7 @@ class Expectation:
     channel_servers: tuple[str, ...] = ()
     project_dir: Path | None = None
     window: float = 5.0
+    environment: tuple[tuple[str, str], ...] = ()  # (name, value digest) carried from the launch
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,31 @@ def _judge_process(pid: int, identity: str, want: Expectation,
         problems.append(f"cwd is {cwd!r}, expected {str(want.workdir)!r}")
     problems.extend(watch.problems())
     notes = watch.unverifiable()
+    problems.extend(_check_environment(pid, want.environment, evidence))
     if problems:
         return HealthReport(False, "; ".join(problems + notes), evidence)
     return HealthReport(True, "; ".join(["healthy", *notes]), evidence)
+
+
+def _check_environment(pid: int, wanted: Sequence[tuple[str, str]],
+                       evidence: dict[str, Any]) -> list[str]:
+    """The new process carries the launch environment: each variable with the same value
+    (compared and reported as digests; values are never printed)."""
+    if not wanted:
+        return []
+    env = ident.environ(pid)
+    if env is None:
+        evidence["environment"] = None
+        return [f"cannot read the environment of process {pid}"]
+    seen = {name: ident.value_digest(env[name]) if name in env else "unset"
+            for name, _ in wanted}
+    evidence["environment"] = seen
+    wrong = [name for name, digest in wanted if seen[name] != digest]
+    if wrong:
+        return ["launch environment not carried: " + ", ".join(
+            f"{name} ({seen[name]}, expected {digest})" for name, digest in wanted
+            if name in wrong)]
+    return []
 
 
 def _check_pointer(door: Door, want: Expectation) -> HealthReport:

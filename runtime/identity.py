@@ -1,7 +1,7 @@
 """Facts about running processes, read from /proc: liveness, argv, cwd, children, channels.
 
-Pure parsers (``parse_stat``, ``channel_flags``, ``resumed_session``) are separate from the
-readers so they can be tested on captured text.
+Pure parsers (``parse_stat``, ``parse_environ``, ``channel_flags``, ``resumed_session``) are
+separate from the readers so they can be tested on captured text.
 """
 
 from __future__ import annotations
@@ -65,31 +65,53 @@ def cmdline(pid: int) -> tuple[str, ...] | None:
     return tuple(part.decode("utf-8", "replace") for part in raw.rstrip(b"\0").split(b"\0"))
 
 
+def parse_environ(data: bytes) -> dict[str, str]:
+    """``NAME → value`` from ``/proc/PID/environ`` bytes (NUL separated; first ``=`` splits)."""
+    env: dict[str, str] = {}
+    for part in data.split(b"\0"):
+        key, eq, value = part.decode("utf-8", "surrogateescape").partition("=")
+        if eq and key:
+            env.setdefault(key, value)
+    return env
+
+
+def environ(pid: int) -> dict[str, str] | None:
+    """The environment ``pid`` was exec'd with, or None when unreadable (gone, another user)."""
+    try:
+        return parse_environ((PROC / str(pid) / "environ").read_bytes())
+    except OSError:
+        return None
+
+
+SHELLS = ("sh", "bash", "dash", "zsh")
+
+
+def command_pid(pid: int) -> int:
+    """The process that runs the command of ``pid``: its only child when ``pid`` is a shell
+    still running ``sh -c 'VAR=x claude …'`` (dash does not exec the last command), else
+    ``pid`` itself — inline assignments are only in the child's environment."""
+    argv = cmdline(pid) or ()
+    if len(argv) >= 2 and os.path.basename(argv[0]) in SHELLS and argv[1] == "-c":
+        children = [p for p in descendants(pid) if (_stat(p) or ("", 0, 0))[1] == pid]
+        if len(children) == 1:
+            return children[0]
+    return pid
+
+
+def value_digest(value: str) -> str:
+    """A short digest standing in for an environment value: secrets are never printed."""
+    import hashlib
+
+    data = value.encode("utf-8", "surrogateescape")
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+
+
 def cwd(pid: int) -> str | None:
     """The working directory of ``pid``, or None when unreadable."""
     try:
         return os.readlink(PROC / str(pid) / "cwd")
     except OSError:
         return None
-
-
-def environ(pid: int) -> dict[str, str] | None:
-    """The environment ``pid`` started with (``/proc/PID/environ``), or None when unreadable."""
-    try:
-        raw = (PROC / str(pid) / "environ").read_bytes()
-    except OSError:
-        return None
-    return parse_environ(raw)
-
-
-def parse_environ(raw: bytes) -> dict[str, str]:
-    """``NAME=VALUE`` entries of a NUL-separated environment block (malformed ones skipped)."""
-    found: dict[str, str] = {}
-    for part in raw.split(b"\0"):
-        name, eq, value = part.decode("utf-8", "replace").partition("=")
-        if eq and name:
-            found[name] = value
-    return found
 
 
 def descendants(pid: int) -> list[int]:

@@ -89,6 +89,9 @@ def other_sessions(project_dir: Path, exclude: set[str]) -> dict[str, list[int]]
     return found
 
 
+ENV_PROGRAM = "/usr/bin/env"
+
+
 class Job:
     """Shared plumbing of the rebuild and rollback runs: the record, the store, the door."""
 
@@ -98,6 +101,30 @@ class Job:
         self.op = op
         self.door = door
         self.id = op.operation_id
+        # The launch environment to carry (``switch.environment`` names → the running claude's
+        # values); held in memory only: values never enter the record, the timeline or a log.
+        self.carry: dict[str, str] = {}
+
+    def capture_environment(self, pid: int | None) -> dict[str, Any]:
+        """Read the carried variables from ``pid``'s environ; evidence holds names + digests.
+
+        Abort (``environment_unknown``) when names are configured but the environ cannot be
+        read: a resume without them can fail after the old process is gone ("No conversation
+        found" in another ``CLAUDE_CONFIG_DIR``). A name the process does not have is carried
+        as absent, like the launch had it.
+        """
+        names = self.config.switch.environment
+        if not names or self.door.name == "pointer":  # a runner loop keeps its own environment
+            return {}
+        env = ident.environ(ident.command_pid(pid)) if pid else None
+        if env is None:
+            raise Abort("environment_unknown",
+                        f"cannot read the environment of {self.door.name} process {pid} to "
+                        f"carry {', '.join(names)}; run the worker as the claude user or root")
+        self.carry = {name: env[name] for name in names if name in env}
+        return {"environment": {name: ident.value_digest(value)
+                                for name, value in sorted(self.carry.items())},
+                "environment_absent": sorted(set(names) - set(self.carry))}
 
     def move(self, target: State, phase: str, evidence: dict[str, Any] | None = None,
              **changes: Any) -> None:
@@ -129,6 +156,8 @@ class Job:
             session_id=session_id, previous_identity=previous, channel_flags=tuple(flags),
             workdir=self.config.workdir, channel_servers=sw.expected_channel_servers,
             project_dir=self.config.project_dir, window=sw.healthcheck_seconds,
+            environment=tuple(sorted((name, ident.value_digest(value))
+                                     for name, value in self.carry.items())),
         )
 
     def old_resume_argv(self, session_id: str,
@@ -153,7 +182,16 @@ class Job:
     def switch_to(self, session_id: str, argv: Sequence[str] | None = None) -> None:
         assert self.config.workdir is not None
         chosen = tuple(argv) if argv is not None else self.resume_argv(session_id)
-        self.door.switch(session_id, chosen, self.config.workdir)
+        self.door.switch(session_id, self.with_environment(chosen), self.config.workdir)
+
+    def with_environment(self, argv: tuple[str, ...]) -> tuple[str, ...]:
+        """The argv the door starts: the tmux door respawns through a shell that does not have
+        the launch's inline assignments, so they go in front (``env NAME=VALUE … claude``,
+        the shape of a user's own ``VAR=x claude`` launch); a systemd unit and a runner loop
+        start claude in their own environment already."""
+        if self.door.name != "tmux" or not self.carry:
+            return argv
+        return (ENV_PROGRAM, *(f"{k}={v}" for k, v in sorted(self.carry.items())), *argv)
 
 
 

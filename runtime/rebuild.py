@@ -189,8 +189,9 @@ class Rebuild(Job):
             raise Abort("session_conflict",
                         f"{self.door.name} process {pid} runs session {said.get('sessionId')!r}, "
                         f"not the stopping {old_id!r}")
+        carried = self.capture_environment(pid)
         self.note("identity", {"identity": identity, "pid": pid, "argv": list(old_argv),
-                               "channel_flags": list(ident.channel_flags(old_argv))},
+                               "channel_flags": list(ident.channel_flags(old_argv)), **carried},
                   facts={"identity_before": identity, "old_argv": list(old_argv)})
         return identity, old_argv
 

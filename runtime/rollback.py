@@ -13,7 +13,7 @@ import traceback
 from runtime import health
 from runtime import identity as ident
 from runtime.errors import IdentityConflictError
-from runtime.job import Job, fault, log, worker_info
+from runtime.job import Abort, Job, fault, log, worker_info
 from runtime.state import State
 from runtime.store import now_iso
 
@@ -47,6 +47,13 @@ class Rollback(Job):
         old_id = str(self.op.fact("old_session_id"))
         old_argv = self.op.fact("old_argv", [])
         argv, argv_source = self.old_resume_argv(old_id, old_argv)
+        try:  # the running (new) session was started with the carried environment
+            carried = self.capture_environment(self.door.process_pid(current))
+        except Abort as abort:
+            self._finish_failed(abort.code, abort.message)
+            return
+        if carried:
+            self.note("environment", carried)
         self.switch_to(old_id, argv)
         self.note("switched", {"session_id": old_id, "argv": list(argv),
                                "argv_source": argv_source})

@@ -233,15 +233,19 @@ def _fail(store: Store, op: Operation, code: str, message: str) -> Operation:
 
 
 def worker_argv(config: Config, operation_id: str) -> list[str]:
-    """The command line of the worker for ``operation_id``."""
+    """The command line of the worker for ``operation_id`` (``--scheduled`` instead of the id
+    under sudo: the sudoers rule allows one exact command, no wildcard)."""
     if config.source is None:
         raise StoreError("the worker needs a config file (--config or THREADLINE_CONFIG)")
-    return [sys.executable, "-m", "runtime.worker", operation_id,
+    which = ["--scheduled"] if config.switch.systemd.sudo_user else [operation_id]
+    return [sys.executable, "-m", "runtime.worker", *which,
             "--config", str(Path(config.source).resolve())]
 
 
 def _start_worker(config: Config, store: Store, op: Operation) -> None:
-    plan = escape_prefix(op.operation_id)
+    sudo_user = config.switch.systemd.sudo_user
+    plan = escape_prefix(config.switch.systemd.unit if sudo_user else op.operation_id,
+                         sudo_user=sudo_user)
     unit = plan.unit if plan.prefix else None
     if not plan.ok:
         _fail(store, op, "cgroup_escape_failed", str(plan.reason))

@@ -62,13 +62,30 @@ def _prune(config: Config, store: Store, operation_id: str) -> None:
         log(f"{operation_id}: pruned the artifacts of {', '.join(pruned)}")
 
 
+def scheduled_operation(config: Config) -> str:
+    """The id of the one operation waiting for a worker (exactly one is active at a time)."""
+    if config.state_dir is None:
+        raise StoreError("state_dir is not configured")
+    op = Store(config.state_dir).active()
+    if op is None or op.state not in (State.SCHEDULED, State.ROLLBACK_SCHEDULED):
+        raise StoreError(f"no scheduled operation in {str(config.state_dir)!r}")
+    return op.operation_id
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runtime.worker")
-    parser.add_argument("operation_id")
+    parser.add_argument("operation_id", nargs="?")
+    parser.add_argument("--scheduled", action="store_true",
+                        help="the one scheduled operation (how sudo starts the worker)")
     parser.add_argument("--config", required=True)
     args = parser.parse_args(argv)
+    if (args.operation_id is None) == (not args.scheduled):
+        parser.error("give an operation id or --scheduled, not both")
     try:
-        final = run(load_config(args.config), args.operation_id)
+        config = load_config(args.config)
+        if args.scheduled:
+            args.operation_id = scheduled_operation(config)
+        final = run(config, args.operation_id)
     except ThreadlineError as exc:
         log(f"{args.operation_id}: {exc}")
         return 1

@@ -31,6 +31,9 @@ class FakeHost(Host):
     ran: list[tuple[str, ...]] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     name: str = "fakehost"
+    # ``id -u/-g NAME`` answers; every fake file belongs to uid/gid 0 (see stat), so do these
+    users: dict[str, tuple[int, int]] = field(
+        default_factory=lambda: {"claude": (0, 0), "root": (0, 0)})
 
     def __post_init__(self) -> None:
         # `npm install -g @anthropic-ai/claude-code` links its bin into the PATH like this;
@@ -47,6 +50,11 @@ class FakeHost(Host):
             input_text: str | None = None) -> CommandResult:
         key = tuple(str(a) for a in argv)
         self.ran.append(key)
+        if key not in self.commands and key[:2] in (("id", "-u"), ("id", "-g")):
+            ids = self.users.get(key[2] if len(key) == 3 else "root")  # apply runs as root
+            if ids is None:
+                return CommandResult(key, 1, "", f"id: '{key[2]}': no such user\n")
+            return CommandResult(key, 0, f"{ids[0] if key[1] == '-u' else ids[1]}\n", "")
         if key not in self.commands:
             raise HostError(f"command not found: {key[0]!r}")
         return self.commands[key]

@@ -11,6 +11,9 @@ HINTS = {
     "project dir exists": "claude has not written a session for this workdir yet, or "
                           "claude.home / CLAUDE_CONFIG_DIR in the profile is wrong",
     "transcripts > 0": "start claude in the workdir and say one thing, then re-run accept",
+    "installed paths belong to the claude user": "re-run 'tl-provision apply' as root: it "
+                                                 "chowns the state dir, pointer dir and config "
+                                                 "to claude.user (0700/0600)",
     "door target alive": "the tmux pane / systemd unit / pointer named in the profile is not "
                          "running claude: fix door.* in the profile or start claude, re-apply",
     "claude binary absolute": "re-run apply on the host where claude really runs; the resume "

@@ -23,6 +23,8 @@ def readonly_stage(scene: Scene, out: Checklist) -> None:
     sessions = [p for p in project.glob("*.jsonl") if is_session_file(p)] \
         if project.is_dir() else []
     out.add("transcripts > 0", bool(sessions), {"count": len(sessions)})
+    with out.guard("installed paths belong to the claude user"):
+        _ownership(scene, out)
     with out.guard("door target alive"):
         _door_alive(scene, out)
     binary = config.switch.resume_argv[0] if config.switch.resume_argv else ""
@@ -52,6 +54,19 @@ def readonly_stage(scene: Scene, out: Checklist) -> None:
         return
     with out.guard("nothing blocked"):
         _plan_lines(config, out)
+
+
+def _ownership(scene: Scene, out: Checklist) -> None:
+    """The hook and the worker run as the claude user: they must own the state dir (and all in
+    it), the pointer dir and the config (0700/0600), or the first switch fails to write."""
+    from provision.result import Context
+    from provision.tasks.files import ownership_problems
+
+    problems = ownership_problems(scene.host, Context(scene.profile, check=True))
+    out.add("installed paths belong to the claude user", not problems,
+            problems or {"user": scene.profile.claude.user,
+                         "state_dir": scene.profile.install.state_dir,
+                         "config": scene.profile.install.config_path})
 
 
 def _door_alive(scene: Scene, out: Checklist) -> None:

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from provision.actions import Action, EnsureDir, RunCommand, Task, WriteFile
 from provision.errors import FactError
+from provision.host import FileStat
 from provision.introspect import OWN_DROP_IN as DROP_IN_NAME
+from provision.introspect import environment_names
 from provision.render import (
     MANAGED_MARK,
     render,
@@ -67,45 +69,151 @@ def find_console_script(host: Host, profile: Profile, name: str) -> str:
                     f"PATH); install threadline or set install.prefix")
 
 
+def user_ids(host: Host, user: str | None, where: str) -> tuple[int, int]:
+    """``(uid, gid)`` of ``user`` on the host (``id -u`` / ``id -g``); None: who runs apply."""
+    ids = []
+    for flag in ("-u", "-g"):
+        result = host.run(["id", flag, *([user] if user else [])], timeout=10)
+        value = result.stdout.strip()
+        if not result.ok or not value.isdigit():
+            raise FactError(f"user {user or '(apply)'!r} unknown on {where!r} "
+                            f"(id {flag}: {result.stderr.strip() or value!r})")
+        ids.append(int(value))
+    return ids[0], ids[1]
+
+
+def claude_owner(host: Host, profile: Profile) -> tuple[int, int]:
+    """``(uid, gid)`` of the profile's claude user."""
+    return user_ids(host, profile.claude.user, profile.host)
+
+
+def chown_action(path: str, found: tuple[int, int] | None, owners: Owners | None,
+                 what: str = "") -> list[Action]:
+    """``chown -h`` (never follows a symlink) when ``found`` (uid, gid; ``NEW`` for what this
+    run creates, which belongs to whoever runs apply) is not the claude user's."""
+    if found is None or owners is None:
+        return []
+    current = owners.writer if found == NEW else found
+    if current == owners.claude:
+        return []
+    uid, gid = owners.claude
+    before = "" if found == NEW else f"{found[0]}:{found[1]} → "
+    return [RunCommand(("chown", "-h", f"{uid}:{gid}", path),
+                       summary=f"chown {before}{uid}:{gid} {what}{path}")]
+
+
+@dataclass(frozen=True)
+class Owners:
+    """The claude user's (uid, gid) and those of whoever runs apply."""
+
+    claude: tuple[int, int]
+    writer: tuple[int, int]
+
+
+NEW = (-1, -1)  # stands for the owner of what this run creates: Directories' ``writer``
+
+
+STATE_WALK_LIMIT = 5000
+PRIVATE_FILES = ("worker.log",)  # written by the hook and the worker: the claude user's, 0600
+
+
 @dataclass(frozen=True)
 class DirFacts:
-    wanted: tuple[tuple[str, int], ...]
-    found: tuple[tuple[str, int | None], ...]
+    wanted: tuple[tuple[str, int, bool], ...]  # path, mode, owned by the claude user
+    found: tuple[tuple[str, int | None, tuple[int, int] | None], ...]
+    owners: Owners = Owners((0, 0), (0, 0))
+    foreign: tuple[tuple[str, int, int], ...] = ()  # state-dir entries owned by someone else
+    loose: tuple[tuple[str, int], ...] = ()  # private files with a mode other than 0600
+
+
+def _walk(host: Host, root: str, limit: int = STATE_WALK_LIMIT) -> list[tuple[str, FileStat]]:
+    """Every entry below ``root`` (bounded), with its stat."""
+    found: list[tuple[str, FileStat]] = []
+    todo = [root]
+    while todo and len(found) < limit:
+        folder = todo.pop()
+        for name in host.listdir(folder):
+            path = f"{folder.rstrip('/')}/{name}"
+            st = host.stat(path)
+            if st is None:
+                continue
+            found.append((path, st))
+            if st.is_dir and host.readlink(path) is None:
+                todo.append(path)
+    return found
 
 
 class Directories(Task):
-    """The state directory and the config file's directory exist with their modes."""
+    """The state directory (0700), the pointer directory (0700) and everything in the state
+    directory belong to the claude user (the hook and the worker run as that user and must
+    write there; a root-owned file left by an earlier run blocks every switch); the config
+    file's directory exists (0755)."""
 
     name = "Directories"
     halt_on_failure = True
 
     def facts(self, host: Host, ctx: Context) -> DirFacts:
         profile = ctx.profile
-        wanted = {profile.install.state_dir: 0o700}
-        wanted.setdefault(os.path.dirname(profile.install.config_path), 0o755)
+        state = profile.install.state_dir
+        wanted = {state: (0o700, True)}
+        wanted.setdefault(os.path.dirname(profile.install.config_path), (0o755, False))
         if profile.door.kind in ("systemd", "pointer"):
-            wanted.setdefault(os.path.dirname(pointer_path(profile)), 0o700)
+            wanted.setdefault(os.path.dirname(pointer_path(profile)), (0o700, True))
+        owners = Owners(claude_owner(host, profile), user_ids(host, None, profile.host))
+        owner = owners.claude
         found = []
         for path in wanted:
             st = host.stat(path)
             if st is not None and not st.is_dir:
                 raise FactError(f"{path!r} exists and is not a directory")
-            found.append((path, st.mode if st else None))
-        return DirFacts(tuple(wanted.items()), tuple(found))
+            found.append((path, st.mode if st else None, (st.uid, st.gid) if st else None))
+        entries = _walk(host, state) if host.stat(state) is not None else []
+        foreign = tuple((p, st.uid, st.gid) for p, st in entries if (st.uid, st.gid) != owner)
+        loose = tuple((p, st.mode) for p, st in entries
+                      if os.path.basename(p) in PRIVATE_FILES and st.mode != 0o600)
+        return DirFacts(tuple((p, m, o) for p, (m, o) in wanted.items()), tuple(found), owners,
+                        foreign, loose)
 
     def plan(self, facts: DirFacts, ctx: Context) -> list[Action]:
-        found = dict(facts.found)
+        found = {path: (mode, ids) for path, mode, ids in facts.found}
         actions: list[Action] = []
-        for path, mode in facts.wanted:
-            if found[path] == mode:
-                continue
-            verb = "create" if found[path] is None else f"chmod {oct(found[path] or 0)} →"
-            actions.append(EnsureDir(path, mode, found[path],
-                                     summary=f"{verb} directory {path} ({oct(mode)})"))
+        for path, mode, owned in facts.wanted:
+            current, ids = found[path]
+            if current != mode:
+                verb = "create" if current is None else f"chmod {oct(current or 0)} →"
+                actions.append(EnsureDir(path, mode, current,
+                                         summary=f"{verb} directory {path} ({oct(mode)})"))
+            if owned:
+                # a directory created above belongs to whoever runs apply
+                ids = ids if current is not None else NEW
+                actions.extend(chown_action(path, ids, facts.owners, "directory "))
+        for path, uid, gid in facts.foreign:
+            actions.extend(chown_action(path, (uid, gid), facts.owners))
+        for path, mode in facts.loose:
+            actions.append(RunCommand(("chmod", "600", path),
+                                      summary=f"chmod {oct(mode)} → 0o600 {path}"))
         return actions
 
     def ok_message(self, facts: DirFacts, ctx: Context) -> str:
-        return "directories present: " + ", ".join(f"{p} ({oct(m)})" for p, m in facts.wanted)
+        uid, gid = facts.owners.claude
+        return ("directories present: " + ", ".join(
+            f"{p} ({oct(m)}{f', {uid}:{gid}' if o else ''})" for p, m, o in facts.wanted))
+
+
+def ownership_problems(host: Host, ctx: Context) -> list[str]:
+    """What is not the claude user's (or not private enough) among the state dir, the pointer
+    dir, everything in the state dir and the runtime config — one line each, as ``drift`` and
+    ``accept`` report it (apply's Directories/RuntimeConfig would fix each)."""
+    task = Directories()
+    facts = task.facts(host, ctx)
+    problems = [action.summary.replace("create directory", "missing directory")
+                for action in task.plan(facts, ctx)]
+    path, (uid, gid) = ctx.profile.install.config_path, facts.owners.claude
+    st = host.stat(path)
+    if st is not None and ((st.uid, st.gid) != (uid, gid) or st.mode != RuntimeConfig.mode):
+        problems.append(f"{path} is {st.uid}:{st.gid} {oct(st.mode)}, wanted {uid}:{gid} "
+                        f"{oct(RuntimeConfig.mode)}")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -117,12 +225,14 @@ class FileFacts:
     mode: int | None
     rendered: bytes
     extra: tuple[Any, ...] = ()
+    ids: tuple[int, int] | None = None  # uid, gid on disk
 
 
 class RenderedFile(Task):
     """Base of the tasks that keep one rendered file in place."""
 
     mode = 0o644
+    owned = False  # True: the file belongs to the claude user (Directories' owner)
 
     def path(self, ctx: Context) -> str:
         raise NotImplementedError
@@ -140,25 +250,36 @@ class RenderedFile(Task):
         path = self.path(ctx)
         current = host.read_bytes(path)
         st = host.stat(path) if current is not None else None
-        return FileFacts(path, current, st.mode if st else None, self.content(host, ctx))
+        return FileFacts(path, current, st.mode if st else None, self.content(host, ctx),
+                         ids=(st.uid, st.gid) if st else None)
 
     def plan(self, facts: FileFacts, ctx: Context) -> list[Action]:
+        owner = owner_of(ctx) if self.owned else None
         if facts.current == facts.rendered and facts.mode == self.mode:
-            return []
+            return chown_action(facts.path, facts.ids, owner) if owner else []
         if facts.current is None:
             what = f"create {facts.path}"
         elif facts.current == facts.rendered:
             what = f"chmod {oct(facts.mode or 0)} → {oct(self.mode)} {facts.path}"
         else:
             what = f"update {facts.path} (backup kept)"
-        return [WriteFile(facts.path, facts.rendered, before=facts.current, mode=self.mode,
-                          summary=what, validate=self.validator(ctx),
-                          overwrite_read_only=ctx.profile.install.overwrite_read_only),
-                *self.after_write(ctx)]
+        write: list[Action] = [WriteFile(facts.path, facts.rendered, before=facts.current,
+                                         mode=self.mode, summary=what,
+                                         validate=self.validator(ctx),
+                                          overwrite_read_only=ctx.profile.install.overwrite_read_only)]
+        if owner:  # a replaced file keeps its owner; a new one is the writer's
+            write.extend(chown_action(facts.path, facts.ids or NEW, owner))
+        return [*write, *self.after_write(ctx)]
 
     def ok_message(self, facts: FileFacts, ctx: Context) -> str:
         digest = hashlib.sha256(facts.rendered).hexdigest()[:12]
         return f"{facts.path} up to date (sha256 {digest}…, mode {oct(self.mode)})"
+
+
+def owner_of(ctx: Context) -> Owners | None:
+    """The owners as Directories found them (None when it did not run)."""
+    facts = ctx.facts_of("Directories")
+    return facts.owners if isinstance(facts, DirFacts) else None
 
 
 def _needs_launch(ctx: Context) -> str | None:
@@ -172,6 +293,8 @@ class RuntimeConfig(RenderedFile):
 
     name = "RuntimeConfig"
     halt_on_failure = True
+    mode = 0o600  # read by the hook, the worker and the MCP server: the claude user's only
+    owned = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return _needs_launch(ctx)
@@ -205,9 +328,12 @@ def config_context(ctx: Context) -> dict[str, Any]:
         # server:NAME → NAME; plugin:P@M kept: the health check finds its installed server.
         "expected_channel_servers": [e.removeprefix("server:") for e in expected],
         "request_max_age_hours": float(profile.request_max_age_hours),
+        "environment": list(environment_names(launch, profile.claude.config_dir)),
         "tmux_target": door.tmux_target or "", "tmux_socket_name": door.tmux_socket_name or "",
         "systemd_unit": door.systemd_unit or "",
         "systemd_pointer_path": pointer_path(profile) if door.kind == "systemd" else "",
+        "systemd_sudo_user": profile.claude.user if door.kind == "systemd" and (
+            owners := owner_of(ctx)) is not None and owners.claude[0] != 0 else "",
         "pointer_path": pointer_path(profile) if door.kind == "pointer" else "",
     }
 

@@ -169,7 +169,7 @@ class RestartClaude(Task):
     def plan(self, facts: Launch, ctx: Context) -> list[Action]:
         door = ctx.profile.door
         if door.kind == "tmux":
-            base = ["tmux", "-L", door.tmux_socket_name] if door.tmux_socket_name else ["tmux"]
+            base = facts.tmux or ("tmux",)  # -S to the claude user's server when root runs
             command = f"cd {shlex.quote(facts.workdir or '/')} && exec {shlex.join(facts.argv)}"
             return [RunCommand((*base, "respawn-pane", "-k", "-t", door.tmux_target or "",
                                 command),

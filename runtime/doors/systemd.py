@@ -93,8 +93,14 @@ class EscapePlan:
 
 
 def escape_prefix(name: str, cgroup_text: str | None = None,
-                  systemd_run: str | None = None) -> EscapePlan:
-    """The argv prefix that moves a worker named ``name`` out of our service's cgroup."""
+                  systemd_run: str | None = None, sudo_user: str = "") -> EscapePlan:
+    """The argv prefix that moves a worker named ``name`` out of our service's cgroup.
+
+    ``sudo_user``: a claude user that is not root may not create scopes in the system
+    manager; it runs ``sudo -n systemd-run … --uid=USER --`` instead — exactly the command the
+    sudoers drop-in of ``tl-provision`` allows (``privileged_commands``), so ``name`` is then
+    the unit, not the operation (one active operation at a time).
+    """
     if cgroup_text is None:
         try:
             cgroup_text = Path("/proc/self/cgroup").read_text()
@@ -111,10 +117,18 @@ def escape_prefix(name: str, cgroup_text: str | None = None,
             f"here would be killed by the restart of its own unit"
         ))
     scope = "tl-worker-" + UNIT_CHARS.sub("_", name)
+    if sudo_user and not where.user_manager:
+        return EscapePlan(("sudo", "-n", *worker_scope(binary, scope, sudo_user)), service)
     user = ("--user",) if where.user_manager else ()
     return EscapePlan(
         (binary, *user, "--scope", "-p", "KillMode=process", f"--unit={scope}", "--"), service
     )
+
+
+def worker_scope(systemd_run: str, scope: str, user: str) -> tuple[str, ...]:
+    """``systemd-run --scope … --uid=USER --``: the worker in its own scope, as the user."""
+    return (systemd_run, "--scope", "-p", "KillMode=process", f"--unit={scope}",
+            f"--uid={user}", "--")
 
 
 def parse_main_pid(text: str) -> int | None:
@@ -144,7 +158,9 @@ class SystemdDoor:
             raise ConfigError("switch.systemd.unit: required for door 'systemd'")
         if not section.pointer_path:
             raise ConfigError("switch.systemd.pointer_path: required for door 'systemd'")
-        return cls(unit=section.unit, pointer_path=Path(section.pointer_path))
+        systemctl = ("sudo", "-n", "systemctl") if section.sudo_user else ("systemctl",)
+        return cls(unit=section.unit, pointer_path=Path(section.pointer_path),
+                   systemctl=systemctl)
 
     def main_pid(self) -> int | None:
         """The unit's MainPID, or None when it is 0, empty or cannot be read."""

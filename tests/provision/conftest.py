@@ -106,6 +106,10 @@ def deployment(tmp_path: Path, tmux_server: TmuxServer) -> Deployment:  # noqa: 
         "rebuild": {"carry_max_tokens": 50000},
     }
     profile_path = write_profile(root / "host.yml", profile)
+    # The user's tmux runs with the user's HOME and no CLAUDE_CONFIG_DIR (claude uses
+    # HOME/.claude, as the profile says), not with the suite's sandbox config dir.
+    tmux_server.env = {**{k: v for k, v in os.environ.items() if k != "CLAUDE_CONFIG_DIR"},
+                       "HOME": str(home)}
     return Deployment(tmux_server, root, bin_dir, home, workdir, profile_path, "main:0.0")
 
 

@@ -175,9 +175,12 @@ def _unit_host(cat: str) -> FakeHost:
 
 
 def _applied_unit(cat: str) -> FakeHost:
-    """A fake host whose manifest records ``cat`` (the launch tasks and the manifest only)."""
+    """A fake host whose manifest records ``cat`` (the launch tasks, the directories and the
+    manifest only)."""
+    from provision.tasks.files import Directories
+
     host = _unit_host(cat)
-    report = engine.run([LaunchCommand(), ResumeCommand(), Manifest()], host,
+    report = engine.run([LaunchCommand(), ResumeCommand(), Directories(), Manifest()], host,
                         Context(_profile(SYSTEMD)))
     assert report.exit_code == 0, [r.message for r in report.results]
     return host
@@ -186,6 +189,7 @@ def _applied_unit(cat: str) -> FakeHost:
 def _unit_drift(host: FakeHost, cat: str) -> list[Finding]:
     now = _unit_host(cat)
     now.files.update({p: b for p, b in host.files.items() if p.startswith("/var/lib/tl/")})
+    now.dirs.update(host.dirs)
     return check_drift(now, _profile(SYSTEMD))
 
 

@@ -29,8 +29,10 @@ def _config_context(**changes):
         "door": "tmux", "resume_argv": ["/c", "--resume", "{session_id}", 'say "hi"'],
         "launch_argv": ["/c", "--continue", 'say "hi"'], "channel_flags": [],
         "expected_channel_servers": ["companion"], "request_max_age_hours": 24.0,
+        "environment": ["CLAUDE_CONFIG_DIR"],
         "tmux_target": "main:0.0",
         "tmux_socket_name": "", "systemd_unit": "", "systemd_pointer_path": "",
+        "systemd_sudo_user": "",
         "pointer_path": "",
     }
     context.update(changes)
@@ -45,6 +47,7 @@ def test_config_renders_and_loads_with_the_runtime_validator() -> None:
     assert data["rebuild"]["poison_patterns"] == ['\\b(AUP)\\b', "中毒"]
     assert data["rebuild"]["speech_tools"] == [{"name": "mcp__x__relay", "path": "payload.text"}]
     assert data["switch"]["request_max_age_hours"] == 24.0
+    assert data["switch"]["environment"] == ["CLAUDE_CONFIG_DIR"]  # names only, never values
 
 
 def test_a_missing_template_variable_is_a_render_error() -> None:

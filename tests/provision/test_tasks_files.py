@@ -54,7 +54,8 @@ def test_systemd_door_renders_config_and_tl_launch_drop_in_then_settles() -> Non
     assert f"ExecStart={BIN}/tl-launch --pointer /var/lib/tl/pointer -- " in drop_in
     config = tomllib.loads(host.files["/etc/tl/config.toml"].decode())
     assert config["switch"]["door"] == "systemd"
-    assert config["switch"]["systemd"] == {"unit": UNIT, "pointer_path": "/var/lib/tl/pointer"}
+    assert config["switch"]["systemd"] == {"unit": UNIT, "pointer_path": "/var/lib/tl/pointer",
+                                           "sudo_user": ""}  # claude is root here
     assert config["switch"]["resume_argv"][1:3] == ["--resume", "{session_id}"]
     assert host.dirs == {"/var/lib/tl": 0o700, "/etc/tl": 0o755}
 
@@ -86,7 +87,8 @@ def test_a_hand_edited_config_is_replaced_with_a_backup() -> None:
 
 
 def test_pointer_door_renders_an_executable_runner_wrapper() -> None:
-    host = FakeHost(files={"/usr/local/bin/loop.sh": b"cd /srv/jobs\n/usr/local/bin/claude -p "
+    host = FakeHost(users={"w": (0, 0), "root": (0, 0)},
+                    files={"/usr/local/bin/loop.sh": b"cd /srv/jobs\n/usr/local/bin/claude -p "
                                                      b"--continue \"next\"\n"})
     host.add_command(["/usr/local/bin/claude", "--version"], "2.1.328\n")
     host.executables.add(f"{BIN}/tl-rebuild")
