@@ -113,7 +113,7 @@ def host(tmp_path: Path, tmux_server: TmuxServer, claude_bin: Path) -> Host:
         profile.write_text(yaml.safe_dump({
             "host": f"box-{name}", "connection": "local",
             "claude": {"user": pwd.getpwuid(os.getuid()).pw_name, "home": str(home),
-                       "binary": str(claude_bin)},
+                       "binary": str(claude_bin), "config_dir": str(home / ".claude")},
             "door": {"kind": "tmux", "tmux": {"target": f"{name}:0.0",
                                               "socket_name": tmux_server.socket_name}},
             "install": {"config_path": str(root / "etc" / "config.toml"),
