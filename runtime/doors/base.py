@@ -10,6 +10,8 @@ A door answers three questions and does one thing:
 - ``switch(session_id, resume_argv, workdir)``: make the target run ``session_id``.
 - ``confirm()``: press Enter in the claude's terminal (the development-channels warning that
   claude shows on every start with ``--dangerously-load-development-channels``).
+- ``settle()``: once the operation has ended (activated, rolled back or failed), give back any
+  setting the switch borrowed from the user's target (tmux: the pane's ``remain-on-exit``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class Door(Protocol):
 
     def confirm(self) -> bool:
         """Answer a start-up prompt with its preselected choice; False when the door cannot."""
+        ...
+
+    def settle(self) -> None:
+        """Restore what the switch borrowed from the target; a no-op when nothing was."""
         ...
 
 
@@ -94,3 +100,6 @@ class SystemdAdapter:
 
     def confirm(self) -> bool:
         return False
+
+    def settle(self) -> None:
+        """Nothing to give back: a unit restart borrows no setting."""
