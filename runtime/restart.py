@@ -95,9 +95,17 @@ def _run_restart(args: argparse.Namespace) -> int:
     previous = door.identity()
     pid = door.process_pid(previous)
     sw = config.switch
+    old_argv = (ident.cmdline(pid) or ()) if pid else ()
+    flags = tuple(dict.fromkeys([*ident.channel_flags(old_argv),
+                                 *ident.channel_flags(sw.channel_flags)]))
+    if door.name == "systemd" and not door.screen() and any(
+            f.startswith(health.DEV_FLAG) for f in flags):
+        raise DoorError(
+            f"claude in unit {sw.systemd.unit!r} starts with {health.DEV_FLAG} and would wait "
+            f"at its warning after a restart: the systemd door has no terminal to answer it "
+            f"(run claude in tmux inside the unit and set switch.tmux.target; HANDOFF §7)")
     want = health.Expectation(
-        session_id=args.session, previous_identity=previous,
-        channel_flags=ident.channel_flags((ident.cmdline(pid) or ()) if pid else ()),
+        session_id=args.session, previous_identity=previous, channel_flags=flags,
         workdir=config.workdir, channel_servers=sw.expected_channel_servers,
         project_dir=config.project_dir, window=sw.healthcheck_seconds)
     argv = ident.format_argv(sw.resume_argv, args.session)
