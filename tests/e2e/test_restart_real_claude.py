@@ -13,19 +13,29 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runtime.doors.pointer import write_pointer
 from tests.e2e.fake_api import Cue, FakeApi
 from tests.e2e.harness import (
+    CHANNEL_FLAGS,
+    CHANNEL_NAME,
+    CHANNEL_SERVER,
     WARNING_TEXT,
     ClaudePane,
     Machine,
+    encode_cwd,
     install_threadline,
+    onboarding_state,
     register_mcp,
 )
+from tests.fixtures.claude_cli import DUMMY_API_KEY, claude_bin  # noqa: F401 - fixture
+from tests.fixtures.standin_claude import write_transcript
+from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import wait_for
 
 pytestmark = [pytest.mark.real_claude, pytest.mark.real_tmux]
@@ -131,3 +141,67 @@ def test_a_real_switch_leaves_the_users_pane_as_found_and_drift_exits_0(
              what="the pane's tmux options to be as the user set them")
     drift = provision(machine, "drift", root=root)
     assert drift.returncode == 0, drift.stdout + drift.stderr
+
+
+@pytest.mark.real_systemd
+def test_a_systemd_door_restart_of_the_real_cli_in_the_units_tmux_ends_ready(
+        systemd_sandbox: SystemdSandbox, claude_bin: Path) -> None:  # noqa: F811
+    """The unit of HANDOFF §7 with the real CLI: the restart comes back with the warning
+    answered by the door, the session record naming the resumed session and the channel
+    server listening under the new claude (the sandbox has no route to a model: none needed)."""
+    sandbox = systemd_sandbox
+    share = sandbox.share
+    work, home, tmux_dir, spool = (share / "srv" / "app", share / "home", share / "tmux",
+                                   share / "spool")
+    for folder in (work, home / ".claude", tmux_dir, spool):
+        folder.mkdir(parents=True)
+    tmux_dir.chmod(0o700)
+    channel_log = share / "channel.jsonl"
+    state = onboarding_state(work)
+    state["mcpServers"] = {CHANNEL_NAME: {"type": "stdio", "command": sys.executable, "args": [
+        str(CHANNEL_SERVER), "--name", CHANNEL_NAME, "--spool", str(spool),
+        "--replies", str(share / "replies.jsonl"), "--log", str(channel_log)], "env": {}}}
+    (home / ".claude.json").write_text(json.dumps(state))
+    session = str(uuid.uuid4())
+    write_transcript(home / ".claude" / "projects" / encode_cwd(work) / f"{session}.jsonl",
+                     session, str(work), [("remember the blue door", "noted: the blue door")])
+    pointer = share / "session.pointer"
+    write_pointer(pointer, session)
+    flags = " ".join(CHANNEL_FLAGS)
+    config = share / "threadline.toml"
+    config.write_text("\n".join([
+        f"project_dir = {json.dumps(str(home / '.claude' / 'projects' / encode_cwd(work)))}",
+        f"workdir = {json.dumps(str(work))}", f"state_dir = {json.dumps(str(share / 'state'))}",
+        "[switch]", 'door = "systemd"', f"channel_flags = {json.dumps(list(CHANNEL_FLAGS))}",
+        f"expected_channel_servers = {json.dumps([CHANNEL_NAME])}", "healthcheck_seconds = 8",
+        "[switch.systemd]", 'unit = "claude.service"', f"pointer_path = {json.dumps(str(pointer))}",
+        "[switch.tmux]", 'target = "claude:0.0"', 'socket_name = "threadline"']) + "\n")
+    tl_launch = Path(sys.executable).with_name("tl-launch")
+    env = {"HOME": str(home), "TMUX_TMPDIR": str(tmux_dir), "ANTHROPIC_API_KEY": DUMMY_API_KEY,
+           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "DISABLE_AUTOUPDATER": "1",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+           "CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF": "1",
+           "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1"}
+    sandbox.write_unit("claude.service", "\n".join([
+        "[Service]", "Type=forking", f"WorkingDirectory={work}",
+        *(f"Environment={key}={value}" for key, value in env.items()),
+        f"ExecStart=/usr/bin/tmux -L threadline new-session -d -s claude -x 200 -y 50 "
+        f'"{tl_launch} --pointer {pointer} -- {claude_bin} --continue {flags}"',
+        "ExecStop=/usr/bin/tmux -L threadline kill-server", ""]))
+    sandbox.daemon_reload()
+    sandbox.systemctl("start", "claude.service")
+    tmux = ("env", f"TMUX_TMPDIR={tmux_dir}", "tmux", "-L", "threadline")
+
+    def screen() -> str:
+        return sandbox.exec(*tmux, "capture-pane", "-p", "-t", "claude:0.0").stdout
+    wait_for(lambda: WARNING_TEXT in screen(), timeout=60, what="the first start's warning")
+    sandbox.exec(*tmux, "send-keys", "-t", "claude:0.0", "Enter", check=True)  # the user did
+
+    done = sandbox.exec("env", f"TMUX_TMPDIR={tmux_dir}", str(TL_REBUILD), "restart",
+                        "--session", session, "--config", str(config), timeout=180)
+
+    assert done.returncode == 0, (done.stdout, done.stderr, screen()[-2000:])
+    assert done.stdout.startswith(f"ready: session {session} (pid ")
+    assert "warnings answered: 1" in done.stdout
+    assert f"channel servers up: {CHANNEL_NAME}" in done.stdout
+    assert WARNING_TEXT not in screen()
