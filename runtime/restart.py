@@ -9,7 +9,9 @@ is judged the same way before anyone calls it done:
   the argv holds the session and every channel flag, each expected channel server runs;
 - claude's own session record (``<config dir>/sessions/<pid>.json``) names the expected
   session: 2.1.328 first writes a fresh id and switches to the resumed one once it has loaded
-  it, so the record is polled (bounded), never read once.
+  it, so the record is polled (bounded), never read once. It writes no record at all while
+  the development-channels warning waits for Enter, so a door that cannot see the screen
+  still finds a claude stuck there.
 
 ``ready`` returns the health report with the record's verdict folded in; ``restart`` switches
 the door, judges, and always gives the target back what the switch borrowed (``settle``).
@@ -60,6 +62,10 @@ def ready(door: Door, want: health.Expectation,
     if not isinstance(pid, int):
         return report
     problem, named = session_record_problem(config_dir, pid, want.session_id)
+    if problem and named is None and any(f.startswith(health.DEV_FLAG)
+                                         for f in want.channel_flags):
+        problem += (" (claude writes it only once the development-channels warning is "
+                    "answered: it may be waiting there, deaf)")
     evidence = {**report.evidence, "session_record": named}
     if problem:
         return health.HealthReport(False, problem, evidence)

@@ -13,11 +13,16 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from runtime.doors.pointer import write_pointer
+from runtime.doors.tmux import TmuxDoor
+from runtime.health import Expectation
+from runtime.identity import channel_flags
+from runtime.restart import restart
 from tests.fixtures.standin_claude import project_dir_for, write_transcript
 from tests.fixtures.switch_world import CHANNEL, STANDIN, TL_REBUILD, TURNS, tmux_world, toml_value
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
@@ -145,3 +150,54 @@ def test_a_tmux_restart_whose_channel_server_is_missing_fails_naming_it(
     assert done.returncode == 1
     assert done.stderr == ("tl-rebuild: error: claude restarted through the tmux door is not "
                            "ready: channel server(s) not running: mail\n")
+
+
+class BlindDoor:
+    """The tmux door seen without a terminal, as a systemd unit running claude under
+    ``script`` is: identity and pid, but no screen and no key to press."""
+
+    def __init__(self, door: TmuxDoor) -> None:
+        self.door = door
+        self.name = "systemd"
+
+    def identity(self) -> str:
+        return self.door.identity()
+
+    def process_pid(self, identity: str) -> int | None:
+        return self.door.process_pid(identity)
+
+    def screen(self) -> str:
+        return ""
+
+    def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
+        self.door.switch(session_id, resume_argv, workdir)
+
+    def confirm(self) -> bool:
+        return False
+
+    def settle(self) -> None:
+        self.door.settle()
+
+
+@pytest.mark.real_tmux
+def test_a_restart_left_at_the_unanswered_warning_fails_on_the_missing_session_record(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server, extra_env={"STANDIN_DEV_WARNING": "1"})
+    config = world.config
+    door = BlindDoor(TmuxDoor(world.target, tmux_server.socket_name))
+    previous = door.identity()
+    want = Expectation(session_id=world.old_session, previous_identity=previous,
+                       channel_flags=channel_flags(CHANNEL), workdir=config.workdir,
+                       window=0.5)
+    argv = [sys.executable, str(STANDIN), "--resume", world.old_session, *CHANNEL]
+
+    report = restart(door, want, argv, world.workdir, world.project_dir.parent.parent)
+
+    pid = tmux_server.pane_pid(world.target)
+    assert not report.ok
+    assert report.reason.startswith(f"claude pid {pid} wrote no session record ")
+    assert report.reason.endswith("(claude writes it only once the development-channels "
+                                  "warning is answered: it may be waiting there, deaf)")
+    assert "I am using this for local development" in tmux_server.capture(world.target)
