@@ -45,6 +45,7 @@ class Launch:
     need_daemon_reload: bool = False
     unit_files: tuple[str, ...] = ()
     via_tl_launch: bool = False
+    in_tmux: bool = False  # systemd door: the unit runs claude in tmux (its terminal)
 
     @property
     def channel_flags(self) -> tuple[str, ...]:
@@ -227,6 +228,16 @@ def _systemd(host: Host, profile: Profile) -> Launch:
         if missing:
             raise IntrospectError(f"ExecStart of unit {unit!r} uses unresolvable "
                                   f"{', '.join('$' + m for m in missing)}; pin it in the unit")
+    inner = F.tmux_command_in_argv(argv)
+    if inner is not None:  # claude in tmux inside the unit: the pane command is the launch
+        argv = F.resolve_specifiers(inner.argv)
+        if os.path.basename(argv[0]) != TL_LAUNCH:
+            raise IntrospectError(f"unit {unit!r} runs claude in tmux without tl-launch: start "
+                                  f"it as 'tl-launch --pointer P -- claude …' (HANDOFF §7)")
+        if not profile.door.tmux_target:
+            raise IntrospectError(f"unit {unit!r} runs claude in tmux: name its pane in "
+                                  f"door.tmux.target (and socket_name) so a restart can "
+                                  f"answer claude's warnings")
     via = os.path.basename(argv[0]) == TL_LAUNCH or bool(own)
     if os.path.basename(argv[0]) == TL_LAUNCH:
         if "--" not in argv:
@@ -243,7 +254,8 @@ def _systemd(host: Host, profile: Profile) -> Launch:
     launch = _settle(host, profile, f"systemd unit {unit} ExecStart", configured, live,
                      configured.cwd or (live.cwd if live else None), evidence)
     return Launch(**{**launch.__dict__, "need_daemon_reload": show.need_daemon_reload,
-                     "unit_files": tuple(f.path for f in files), "via_tl_launch": via})
+                     "unit_files": tuple(f.path for f in files), "via_tl_launch": via,
+                     "in_tmux": inner is not None})
 
 
 def _runner(host: Host, profile: Profile) -> Launch:
