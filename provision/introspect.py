@@ -238,6 +238,17 @@ def _systemd(host: Host, profile: Profile) -> Launch:
             raise IntrospectError(f"unit {unit!r} runs claude in tmux: name its pane in "
                                   f"door.tmux.target (and socket_name) so a restart can "
                                   f"answer claude's warnings")
+        from runtime.launch import parse_args
+
+        try:
+            unit_pointer, _ = parse_args(argv[1:])
+        except ValueError as exc:
+            raise IntrospectError(f"tl-launch in unit {unit!r}: {exc}") from exc
+        wanted = (profile.door.systemd_pointer_path
+                  or f"{profile.install.state_dir.rstrip('/')}/pointer")
+        if unit_pointer != wanted:
+            raise IntrospectError(f"tl-launch in unit {unit!r} reads pointer {unit_pointer!r} but "
+                                  f"the door writes {wanted!r}: set door.systemd.pointer_path")
     via = os.path.basename(argv[0]) == TL_LAUNCH or bool(own)
     if os.path.basename(argv[0]) == TL_LAUNCH:
         if "--" not in argv:

@@ -118,3 +118,15 @@ def test_a_unit_running_claude_in_tmux_without_tl_launch_is_refused_with_the_fix
     host = SandboxHost(sandbox, env={"TMUX_TMPDIR": str(sandbox.share / "tmux")})
     with pytest.raises(IntrospectError, match="runs claude in tmux without tl-launch"):
         introspect(host, profile_from_mapping(data))
+
+
+def test_a_unit_whose_tl_launch_reads_another_pointer_is_refused_naming_both(
+        systemd_sandbox: SystemdSandbox) -> None:
+    sandbox = systemd_sandbox
+    data, _ = claude_in_tmux_unit(sandbox)
+    data["door"]["systemd"]["pointer_path"] = "/var/lib/threadline/other.pointer"
+    host = SandboxHost(sandbox, env={"TMUX_TMPDIR": str(sandbox.share / "tmux")})
+    with pytest.raises(IntrospectError, match=(
+            f"reads pointer '{sandbox.share}/session.pointer' but the door writes "
+            "'/var/lib/threadline/other.pointer'")):
+        introspect(host, profile_from_mapping(data))
