@@ -28,12 +28,12 @@ from runtime import health
 from runtime import identity as ident
 from runtime.doors.base import Door
 
-RECORD_TIMEOUT = 15.0  # claude writes the record within a second or two of its start
+RECORD_GRACE = 5.0  # at least this long for the record after the health window
 POLL = 0.1
 
 
 def session_record_problem(config_dir: Path, pid: int, session_id: str,
-                           timeout: float = RECORD_TIMEOUT) -> tuple[str | None, str | None]:
+                           timeout: float = RECORD_GRACE) -> tuple[str | None, str | None]:
     """(problem or None, the session the record names) for claude ``pid``, polled up to
     ``timeout`` seconds until the record names ``session_id``."""
     deadline = time.monotonic() + timeout
@@ -61,7 +61,8 @@ def ready(door: Door, want: health.Expectation,
     pid = report.evidence.get("pid")
     if not isinstance(pid, int):
         return report
-    problem, named = session_record_problem(config_dir, pid, want.session_id)
+    problem, named = session_record_problem(config_dir, pid, want.session_id,
+                                           max(want.window, RECORD_GRACE))
     if problem and named is None and any(f.startswith(health.DEV_FLAG)
                                          for f in want.channel_flags):
         problem += (" (claude writes it only once the development-channels warning is "
