@@ -11,6 +11,7 @@
     ├── VerifyError         a post-install check failed (names the check and its evidence)
     ├── ManifestError       state_dir/provision.json is missing or unreadable (drift needs it)
     ├── AcceptError         accept was called wrongly (--live without --confirm REBUILD, …)
+    ├── RestartError        --restart-claude: claude did not come back ready (names what is missing)
     └── HostError           a command run through provision.host failed or is missing
 """
 
@@ -59,6 +60,10 @@ class ManifestError(ProvisionError):
 
 class AcceptError(ProvisionError):
     """accept was called in a way that must not run (nothing was done)."""
+
+
+class RestartError(ProvisionError):
+    """The restarted claude is not ready: warning unanswered, wrong session, a channel deaf."""
 
 
 class HostError(ProvisionError):

@@ -46,6 +46,7 @@ class Launch:
     need_daemon_reload: bool = False
     unit_files: tuple[str, ...] = ()
     via_tl_launch: bool = False
+    in_tmux: bool = False  # systemd door: the unit runs claude in tmux (its terminal)
     live_env: tuple[tuple[str, str], ...] = ()  # the live claude's values of environment_names
     tmux: tuple[str, ...] = ()  # tmux door: the argv prefix that reaches the claude user's server
 
@@ -304,6 +305,27 @@ def _systemd(host: Host, profile: Profile) -> Launch:
         if missing:
             raise IntrospectError(f"ExecStart of unit {unit!r} uses unresolvable "
                                   f"{', '.join('$' + m for m in missing)}; pin it in the unit")
+    inner = F.tmux_command_in_argv(argv)
+    if inner is not None:  # claude in tmux inside the unit: the pane command is the launch
+        argv = F.resolve_specifiers(inner.argv)
+        if os.path.basename(argv[0]) != TL_LAUNCH:
+            raise IntrospectError(f"unit {unit!r} runs claude in tmux without tl-launch: start "
+                                  f"it as 'tl-launch --pointer P -- claude …' (HANDOFF §7)")
+        if not profile.door.tmux_target:
+            raise IntrospectError(f"unit {unit!r} runs claude in tmux: name its pane in "
+                                  f"door.tmux.target (and socket_name) so a restart can "
+                                  f"answer claude's warnings")
+        from runtime.launch import parse_args
+
+        try:
+            unit_pointer, _ = parse_args(argv[1:])
+        except ValueError as exc:
+            raise IntrospectError(f"tl-launch in unit {unit!r}: {exc}") from exc
+        wanted = (profile.door.systemd_pointer_path
+                  or f"{profile.install.state_dir.rstrip('/')}/pointer")
+        if unit_pointer != wanted:
+            raise IntrospectError(f"tl-launch in unit {unit!r} reads pointer {unit_pointer!r} but "
+                                  f"the door writes {wanted!r}: set door.systemd.pointer_path")
     via = os.path.basename(argv[0]) == TL_LAUNCH or bool(own)
     if os.path.basename(argv[0]) == TL_LAUNCH:
         if "--" not in argv:
@@ -322,7 +344,8 @@ def _systemd(host: Host, profile: Profile) -> Launch:
     launch = _settle(host, profile, f"systemd unit {unit} ExecStart", configured, live,
                      configured.cwd or (live.cwd if live else None), evidence)
     return Launch(**{**launch.__dict__, "need_daemon_reload": show.need_daemon_reload,
-                     "unit_files": tuple(f.path for f in files), "via_tl_launch": via})
+                     "unit_files": tuple(f.path for f in files), "via_tl_launch": via,
+                     "in_tmux": inner is not None})
 
 
 def _runner(host: Host, profile: Profile) -> Launch:

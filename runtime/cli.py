@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the full parser; each command group registers its own sub-commands."""
     import argparse
 
-    from runtime import cli_engine, cli_ops
+    from runtime import cli_engine, cli_ops, restart
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cli_engine.register(sub)
     cli_ops.register(sub)
+    restart.register(sub)
     hook = sub.add_parser("hook-stop", help="Stop-hook entry (reads the hook JSON on stdin)")
     hook.set_defaults(func=None)
     mcp = sub.add_parser("mcp", help="run the stdio MCP server (7 thread_rebuild_* tools)")

@@ -116,15 +116,14 @@ class Job:
         names = self.config.switch.environment
         if not names or self.door.name == "pointer":  # a runner loop keeps its own environment
             return {}
-        env = ident.environ(ident.command_pid(pid)) if pid else None
-        if env is None:
+        carry = carried_environment(names, pid)
+        if carry is None:
             raise Abort("environment_unknown",
                         f"cannot read the environment of {self.door.name} process {pid} to "
                         f"carry {', '.join(names)}; run the worker as the claude user or root")
-        self.carry = {name: env[name] for name in names if name in env}
-        return {"environment": {name: ident.value_digest(value)
-                                for name, value in sorted(self.carry.items())},
-                "environment_absent": sorted(set(names) - set(self.carry))}
+        self.carry = carry
+        return {"environment": environment_digests(carry),
+                "environment_absent": sorted(set(names) - set(carry))}
 
     def move(self, target: State, phase: str, evidence: dict[str, Any] | None = None,
              **changes: Any) -> None:
@@ -156,8 +155,7 @@ class Job:
             session_id=session_id, previous_identity=previous, channel_flags=tuple(flags),
             workdir=self.config.workdir, channel_servers=sw.expected_channel_servers,
             project_dir=self.config.project_dir, window=sw.healthcheck_seconds,
-            environment=tuple(sorted((name, ident.value_digest(value))
-                                     for name, value in self.carry.items())),
+            environment=tuple(sorted(environment_digests(self.carry).items())),
         )
 
     def old_resume_argv(self, session_id: str,
@@ -189,10 +187,31 @@ class Job:
         the launch's inline assignments, so they go in front (``env NAME=VALUE … claude``,
         the shape of a user's own ``VAR=x claude`` launch); a systemd unit and a runner loop
         start claude in their own environment already."""
-        if self.door.name != "tmux" or not self.carry:
-            return argv
-        return (ENV_PROGRAM, *(f"{k}={v}" for k, v in sorted(self.carry.items())), *argv)
+        return with_environment(self.door.name, self.carry, argv)
 
+
+def carried_environment(names: Sequence[str], pid: int | None) -> dict[str, str] | None:
+    """``name → value`` of the launch variables ``names`` in the process running claude's
+    command under ``pid`` (None when its environ cannot be read); absent names are left out."""
+    env = ident.environ(ident.command_pid(pid)) if pid else None
+    if env is None:
+        return None
+    return {name: env[name] for name in names if name in env}
+
+
+def environment_digests(carry: dict[str, str]) -> dict[str, str]:
+    """Names and digests of carried values: what records, timelines and checks may hold."""
+    return {name: ident.value_digest(value) for name, value in sorted(carry.items())}
+
+
+def with_environment(door: str, carry: dict[str, str],
+                     argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The argv a door starts: the tmux door respawns through a shell without the launch's
+    inline assignments, so they go in front (``env NAME=VALUE … claude``); a systemd unit and a
+    runner loop start claude in their own environment already."""
+    if door != "tmux" or not carry:
+        return argv
+    return (ENV_PROGRAM, *(f"{k}={v}" for k, v in sorted(carry.items())), *argv)
 
 
 def worker_info() -> dict[str, Any]:

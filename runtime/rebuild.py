@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime import health, proc
 from runtime import identity as ident
+from runtime import proc, restart
 from runtime.errors import IdentityConflictError, StoreError, ThreadlineError
 from runtime.items import sha256_text
 from runtime.job import (
@@ -80,7 +80,7 @@ class Rebuild(Job):
                   facts={"switched_at": now_iso()})
         fault("switched")
         want = self.expectation(new_id, identity, self.required_flags(old_argv))
-        report = health.check(self.door, want)
+        report = restart.ready(self.door, want, self._config_dir())
         self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
         if not report.ok:
             self._resume_old(identity, old_argv, report.reason)
@@ -293,8 +293,8 @@ class Rebuild(Job):
             self.note("resumed_old", {"session_id": old_id, "argv": list(argv),
                                       "argv_source": argv_source})
             fault("resumed")
-            check = health.check(self.door, self.expectation(
-                old_id, "", ident.channel_flags(old_argv)))
+            check = restart.ready(self.door, self.expectation(
+                old_id, "", ident.channel_flags(old_argv)), self._config_dir())
             self.note("resumed_health", {"ok": check.ok, "reason": check.reason,
                                          **check.evidence})
             after = check.evidence.get("identity") or self.door.identity()

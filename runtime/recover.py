@@ -68,6 +68,7 @@ def reconcile_if_lost(config: Config, store: Store, op: Operation) -> Operation 
         if status == "hung":
             _kill(op)
         reconcile(config, store, op, why=f"worker {status}")
+    give_back(config)
     return store.active()
 
 
@@ -234,3 +235,11 @@ def _remove_unused_candidate(store: Store, op: Operation) -> None:
     path = op.fact("candidate_path")
     if path and os.path.isfile(path) and proc.remove(path):
         store.event(op.operation_id, "candidate_removed", path=path)
+
+
+def give_back(config: Config) -> None:
+    """Restore what the lost worker's switch borrowed from the target (tmux remain-on-exit)."""
+    try:
+        open_door(config).settle()
+    except ThreadlineError:
+        pass  # the target is gone or unreadable: nothing to give back to

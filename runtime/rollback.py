@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import traceback
 
-from runtime import health
 from runtime import identity as ident
+from runtime import restart
 from runtime.errors import IdentityConflictError
 from runtime.job import Abort, Job, fault, log, worker_info
 from runtime.state import State
@@ -59,7 +59,9 @@ class Rollback(Job):
                                "argv_source": argv_source})
         fault("rollback_switched")
         flags = ident.channel_flags(old_argv)
-        report = health.check(self.door, self.expectation(old_id, current, flags))
+        project = self.config.project_dir
+        report = restart.ready(self.door, self.expectation(old_id, current, flags),
+                               project.parent.parent if project is not None else None)
         self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
         if not report.ok:
             self._finish_failed("rollback_unhealthy", report.reason)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from runtime.config import Config, load_config
-from runtime.doors.base import open_door
+from runtime.doors.base import Door, open_door
 from runtime.errors import StoreError, ThreadlineError
 from runtime.job import FAULT_ENV, log
 from runtime.state import State
@@ -42,7 +42,10 @@ def run(config: Config, operation_id: str) -> Operation:
     from runtime.rollback import Rollback
 
     job_cls = Rebuild if op.state == State.SCHEDULED else Rollback
-    job_cls(config, store, op, door).run()
+    try:
+        job_cls(config, store, op, door).run()
+    finally:
+        _settle(door, operation_id)
     final = store.read(operation_id)
     if not final.active:
         _prune(config, store, operation_id)
@@ -70,6 +73,14 @@ def scheduled_operation(config: Config) -> str:
     if op is None or op.state not in (State.SCHEDULED, State.ROLLBACK_SCHEDULED):
         raise StoreError(f"no scheduled operation in {str(config.state_dir)!r}")
     return op.operation_id
+
+
+def _settle(door: Door, operation_id: str) -> None:
+    """Give the user's target back what the switch borrowed, whatever the outcome."""
+    try:
+        door.settle()
+    except ThreadlineError as exc:
+        log(f"{operation_id}: {exc}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

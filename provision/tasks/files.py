@@ -346,6 +346,8 @@ class LaunchDropIn(RenderedFile):
     def skip_reason(self, ctx: Context) -> str | None:
         if ctx.profile.door.kind != "systemd":
             return f"door is {ctx.profile.door.kind}, not systemd"
+        if ctx.launch is not None and ctx.launch.in_tmux:
+            return "the unit already starts claude through tl-launch inside tmux"
         return _needs_launch(ctx)
 
     def path(self, ctx: Context) -> str:

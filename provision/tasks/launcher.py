@@ -3,7 +3,7 @@
 ``HostFacts`` checks the tools the door needs; ``LaunchCommand`` introspects the real launch
 command (and publishes it as ``ctx.launch``); ``ResumeCommand`` computes the resume argv from it
 (``ctx.resume_argv``) and shows both token by token; ``RestartClaude`` restarts the live claude
-only when the operator asked for it.
+only when the operator asked for it, and waits until it is ready.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provision.actions import Action, RunCommand, Task
+from provision.actions import Action, Task
 from provision.errors import FactError, HostError, IntrospectError
 from provision.introspect import Launch, introspect
-from provision.resume import resume_argv, token_table
+from provision.restart import RestartReady, live_session
+from provision.resume import SESSION_TOKEN, resume_argv, token_table
+from provision.tasks.files import find_console_script, owner_of
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -148,8 +150,21 @@ class ResumeCommand(Task):
         return [f"{'':2}{'launch':<48} resume", *token_table(facts.launch_argv, facts.resume_argv)]
 
 
+@dataclass(frozen=True)
+class RestartFacts:
+    """The launch, and the session the live claude runs (what the restart must resume)."""
+
+    launch: Launch
+    session_id: str | None
+    tl_rebuild: str = ""
+
+
 class RestartClaude(Task):
-    """Restart the live claude so it reads the new hook (only with ``--restart-claude``)."""
+    """Restart the live claude so it reads the new hook (only with ``--restart-claude``).
+
+    tmux and systemd: the live session is resumed through the runtime door and the task waits
+    until claude is ready (provision/restart.py), or fails naming what is missing.
+    """
 
     name = "RestartClaude"
     reverify = False
@@ -162,24 +177,34 @@ class RestartClaude(Task):
             return "not requested (pass --restart-claude; a running claude reads hooks at start)"
         return None if ctx.launch else "no launch argv (LaunchCommand did not succeed)"
 
-    def facts(self, host: Host, ctx: Context) -> Launch:
+    def facts(self, host: Host, ctx: Context) -> RestartFacts:
         assert ctx.launch is not None
-        return ctx.launch
+        if ctx.profile.door.kind == "pointer":
+            return RestartFacts(ctx.launch, None)
+        live = ctx.launch.live
+        if live is None:
+            raise FactError("no live claude process to restart (start claude first)")
+        return RestartFacts(ctx.launch,
+                            live_session(host, ctx.profile.claude.claude_dir, live.pid),
+                            find_console_script(host, ctx.profile, "tl-rebuild"))
 
-    def plan(self, facts: Launch, ctx: Context) -> list[Action]:
+    def plan(self, facts: RestartFacts, ctx: Context) -> list[Action]:
         door = ctx.profile.door
-        if door.kind == "tmux":
-            base = facts.tmux or ("tmux",)  # -S to the claude user's server when root runs
-            command = f"cd {shlex.quote(facts.workdir or '/')} && exec {shlex.join(facts.argv)}"
-            return [RunCommand((*base, "respawn-pane", "-k", "-t", door.tmux_target or "",
-                                command),
-                               summary=f"restart claude in tmux pane {door.tmux_target} with its "
-                                       f"launch argv (--restart-claude)")]
-        if door.kind == "systemd":
-            return [RunCommand(("systemctl", "restart", door.systemd_unit or ""),
-                               summary=f"restart unit {door.systemd_unit} (--restart-claude)")]
-        return []
+        if door.kind not in ("tmux", "systemd") or facts.session_id is None:
+            return []
+        template = ctx.resume_argv or resume_argv(facts.launch.argv)
+        argv = tuple(token.replace(SESSION_TOKEN, facts.session_id) for token in template)
+        where = (f"tmux pane {door.tmux_target}" if door.kind == "tmux"
+                 else f"unit {door.systemd_unit}")
+        owners = owner_of(ctx)
+        as_user = (ctx.profile.claude.user if door.kind == "tmux" and owners is not None
+                   and owners.claude != owners.writer else None)
+        return [RestartReady(facts.tl_rebuild, ctx.profile.install.config_path,
+                             facts.session_id, argv, as_user=as_user,
+                             summary=f"restart claude in {where} on session {facts.session_id} "
+                                     f"and wait until it is ready (--restart-claude)"
+                                     + (f" as {as_user}" if as_user else ""))]
 
-    def ok_message(self, facts: Launch, ctx: Context) -> str:
+    def ok_message(self, facts: RestartFacts, ctx: Context) -> str:
         runner = os.path.basename(ctx.profile.door.pointer_runner or "runner")
         return f"pointer door: nothing to restart; {runner}'s next call starts a new claude"

@@ -65,3 +65,6 @@ class PointerDoor:
 
     def confirm(self) -> bool:
         return False
+
+    def settle(self) -> None:
+        """Nothing to give back: a pointer switch borrows no setting."""

@@ -1,4 +1,13 @@
-"""The tmux door: ``respawn-pane -k`` on an exact target, identity ``#{pane_pid}``."""
+"""The tmux door: ``respawn-pane -k`` on an exact target, identity ``#{pane_pid}``.
+
+A switch borrows one pane option: ``remain-on-exit on``, so that a new process that exits at
+once ("No conversation found") leaves a pane the rollback can respawn into. The pane's own
+value (or its absence: the window's or global value then applies) is saved first in the pane
+user option ``@threadline-remain-on-exit`` — on the pane itself, so a rollback in another
+process or a worker that crashed still finds it — and ``settle()`` puts it back once the
+operation has ended. ``respawn-pane`` keeps pane options, and tmux 3.3 does not close a dead
+pane when ``remain-on-exit`` is unset later, so the rollback's pane survives the restore.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +22,9 @@ from runtime.errors import ConfigError, DoorError, IdentityConflictError, ProcEr
 
 if TYPE_CHECKING:
     from runtime.config import Config
+
+SAVED_OPTION = "@threadline-remain-on-exit"
+UNSET = ""  # saved value meaning "the pane had no remain-on-exit of its own"
 
 
 def respawn_command(resume_argv: Sequence[str], workdir: Path | str) -> str:
@@ -71,9 +83,7 @@ class TmuxDoor:
     def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
         del session_id  # the argv already names it
         command = respawn_command(resume_argv, workdir)
-        # Keep the pane if the new process exits at once ("No conversation found"): the
-        # rollback needs a pane to respawn the old session into.
-        self._tmux("set-option", "-p", "-t", self.target, "remain-on-exit", "on")
+        self._borrow_remain_on_exit()
         result = self._tmux("respawn-pane", "-k", "-t", self.target, command)
         if not result.ok:
             raise DoorError(
@@ -83,3 +93,35 @@ class TmuxDoor:
     def confirm(self) -> bool:
         result = self._tmux("send-keys", "-t", self.target, "Enter")
         return result.ok
+
+    def _pane_option(self, name: str) -> str | None:
+        """The pane's own value of ``name`` ("" when a built-in option is unset on the pane);
+        None for an unset user option or when tmux cannot be asked."""
+        try:
+            result = self._tmux("show-options", "-p", "-v", "-t", self.target, name)
+        except ProcError:
+            return None
+        return result.stdout.rstrip("\n") if result.ok else None
+
+    def _borrow_remain_on_exit(self) -> None:
+        """Save the pane's own ``remain-on-exit`` (once per borrow), then set it on."""
+        if self._pane_option(SAVED_OPTION) is None:
+            own = self._pane_option("remain-on-exit")
+            if own is None:
+                raise DoorError(f"cannot read remain-on-exit of tmux pane {self.target!r}")
+            self._tmux("set-option", "-p", "-t", self.target, SAVED_OPTION, own or UNSET)
+        self._tmux("set-option", "-p", "-t", self.target, "remain-on-exit", "on")
+
+    def settle(self) -> None:
+        """Give the pane back the ``remain-on-exit`` it had before the switch (no-op if none)."""
+        saved = self._pane_option(SAVED_OPTION)
+        if saved is None:
+            return
+        if saved == UNSET:
+            restore = self._tmux("set-option", "-p", "-u", "-t", self.target, "remain-on-exit")
+        else:
+            restore = self._tmux("set-option", "-p", "-t", self.target, "remain-on-exit", saved)
+        if not restore.ok:
+            raise DoorError(f"cannot restore remain-on-exit {saved or 'unset'!r} on tmux pane "
+                            f"{self.target!r}: {restore.stderr.strip()}")
+        self._tmux("set-option", "-p", "-u", "-t", self.target, SAVED_OPTION)

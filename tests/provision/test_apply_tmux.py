@@ -14,7 +14,6 @@ from provision.host import LocalHost
 from provision.profile import load_profile
 from provision.result import Context, Report, Status
 from tests.fixtures.claude_cli import claude_bin, claude_env  # noqa: F401 - fixture
-from tests.fixtures.tmux import wait_for
 from tests.provision.conftest import Deployment, mcp_server_available, write_profile
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
@@ -139,20 +138,19 @@ def test_cli_apply_with_diff_prints_the_config_diff_and_the_recap(
     assert rc == (2 if failed else 0)
 
 
-def test_restart_claude_respawns_the_pane_in_its_workdir_with_the_launch_argv(
+def test_restart_claude_refuses_when_the_live_session_is_unknown_and_leaves_the_pane_alone(
         ready: Deployment) -> None:
+    # The stand-in writes no sessions/<pid>.json: a restart could not resume its conversation.
     from provision.introspect import introspect
 
-    before = introspect(LocalHost(), load_profile(ready.profile_path))
     profile = load_profile(ready.profile_path)
+    before = introspect(LocalHost(), profile)
+    assert before.live is not None
     report = engine.run(_tasks(restart=True), LocalHost(), Context(profile))
     restart = report.results[-1]
-    assert restart.task == "RestartClaude" and restart.status is Status.CHANGED
-    assert "(--restart-claude)" in restart.message
-    assert before.live is not None
-    wait_for(lambda: ready.tmux.pane_pid(ready.target) != before.live.pid, what="new pane pid")
-    after = wait_for(lambda: (lambda launch: launch if launch.live else None)(
-        introspect(LocalHost(), profile)), what="claude running again")
-    assert after.argv == before.argv
-    assert after.workdir == before.workdir == str(ready.workdir)
-    assert ready.tmux.display(ready.target, "#{pane_start_command}").startswith('"cd ')
+    assert restart.task == "RestartClaude" and restart.status is Status.FAILED
+    assert restart.message == (
+        f"cannot tell which session claude pid {before.live.pid} runs: no session id in "
+        f"{str(ready.home / '.claude' / 'sessions' / f'{before.live.pid}.json')!r}; a restart "
+        f"would start a new conversation")
+    assert ready.tmux.pane_pid(ready.target) == before.live.pid

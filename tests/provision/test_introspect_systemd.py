@@ -2,8 +2,8 @@
 
 The unit runs a stand-in claude from a shared directory; a drop-in resets ``ExecStart=`` and
 sets the channels through ``Environment=``. apply installs the tl-launch drop-in, the unit is
-restarted (only because the test passes --restart-claude's task), and a second apply changes
-nothing; an edit to the operator's drop-in shows up as a stale resume argv.
+restarted by hand, and a second apply changes nothing; an edit to the operator's drop-in
+shows up as a stale resume argv.
 """
 
 from __future__ import annotations
@@ -92,11 +92,13 @@ def test_real_unit_with_drop_in_reset_then_apply_restart_and_drift(
     assert launch.live is not None and launch.live.pid == sandbox.main_pid(UNIT)
     assert launch.unit_files[-1].endswith(f"{UNIT}.d/override.conf")
 
-    first = engine.run(_tasks(restart=True), host, Context(profile))
+    first = engine.run(_tasks(), host, Context(profile))
     assert first.exit_code == 0, [r.message for r in first.results]
     statuses = {r.task: r.status for r in first.results}
-    assert statuses["LaunchDropIn"] is Status.CHANGED and statuses["RestartClaude"] is \
-        Status.CHANGED
+    assert statuses["LaunchDropIn"] is Status.CHANGED
+    # The shell stand-in writes no session record, so --restart-claude would (rightly) refuse;
+    # restart-ready is proven in tests/runtime/test_restart.py and the real-CLI e2e tests.
+    sandbox.systemctl("restart", UNIT)
     exec_start = sandbox.systemctl("show", "-p", "ExecStart", "--value", UNIT)
     assert "tl-launch" in exec_start and "--pointer" in exec_start
     wait_for(lambda: sandbox.main_pid(UNIT) and

@@ -191,3 +191,18 @@ def test_doctor_reads_the_door_identity_and_the_store(
     assert not checks["door"]["ok"] and not checks["resume_argv_channels"]["ok"]
     done = bad.cli("doctor", "--json")
     assert done.returncode == 1
+
+
+def test_a_worker_killed_after_the_switch_still_gets_the_users_remain_on_exit_back(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server)
+    tmux_server.cmd("set-option", "-p", "-t", world.target, "remain-on-exit", "off")
+    before = tmux_server.cmd("show-options", "-p", "-t", world.target).stdout
+    op_id = kill_worker_at(world, "switched")
+    assert "@threadline-remain-on-exit" in tmux_server.cmd(
+        "show-options", "-p", "-t", world.target).stdout  # borrowed, and the worker is gone
+    result = ops.recover(world.config)
+    assert result["recovered"] == op_id and result["state"] == "activated"
+    assert tmux_server.cmd("show-options", "-p", "-t", world.target).stdout == before

@@ -103,6 +103,20 @@ cgroup = [l for l in open("/proc/self/cgroup").read().splitlines() if l.startswi
 with open(os.path.join(share, "claude-events.jsonl"), "a") as out:
     out.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:], "cwd": os.getcwd(),
                           "cgroup": cgroup}}) + "\\n")
+def say_session():
+    # Like claude 2.1.328, at start and every turn: which session this process runs, in
+    # <config dir>/sessions/<pid>.json (--resume X; --continue: the newest transcript).
+    import glob, re
+    args, cfg = sys.argv[1:], os.environ["CLAUDE_CONFIG_DIR"]
+    folder = os.path.join(cfg, "projects", re.sub("[^A-Za-z0-9]", "-", os.getcwd()))
+    newest = sorted(glob.glob(os.path.join(folder, "*.jsonl")), key=os.path.getmtime)
+    session = (args[args.index("--resume") + 1] if "--resume" in args else
+               os.path.basename(newest[-1])[:-6] if newest else "new-%d" % os.getpid())
+    started = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]
+    os.makedirs(os.path.join(cfg, "sessions"), exist_ok=True)
+    with open(os.path.join(cfg, "sessions", "%d.json" % os.getpid()), "w") as out:
+        json.dump({{"pid": os.getpid(), "sessionId": session, "procStart": started}}, out)
+say_session()
 request = os.path.join(share, "run-hook.json")
 while True:
     if os.path.exists(request):
@@ -111,6 +125,7 @@ while True:
         hook = json.load(open(taken))
         if isinstance(hook, list):
             hook = {{"argv": hook}}
+        say_session()
         subprocess.run(hook["argv"], input=hook.get("stdin", "").encode(),
                        stdout=subprocess.DEVNULL)  # claude waits for its Stop hook
     time.sleep(0.05)
