@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,9 +45,21 @@ def _read(path: Path) -> str | None:
         return None
 
 
+EMPTY_ENVIRON_WAIT = 0.5  # a process caught between fork and exec shows an empty environ
+
+
 def claude_environment(pid: int) -> tuple[dict[str, str], str]:
-    """The environment claude ``pid`` runs with, and where it came from."""
+    """The environment claude ``pid`` runs with, and where it came from.
+
+    Right after a start, ``/proc/PID/environ`` can read empty for a moment (measured: about
+    one start in three read at once after ``Popen`` returns); claude never runs with an empty
+    environment, so an empty read is retried for a bounded moment before it is believed.
+    """
+    deadline = time.monotonic() + EMPTY_ENVIRON_WAIT
     env = ident.environ(pid)
+    while env == {} and time.monotonic() < deadline:
+        time.sleep(0.01)
+        env = ident.environ(pid)
     if env is not None:
         return env, "process"
     return dict(os.environ), "worker"  # unreadable (another user): the worker's own

@@ -303,3 +303,20 @@ def test_the_local_scope_registration_of_the_workdir_is_the_one_recognised(
     assert "companion-local" not in json.dumps(report.evidence)
     [pid] = found["pids"]
     assert "local-scope" in (cmdline(pid) or ())
+
+
+def test_a_process_read_right_after_its_start_is_judged_by_its_own_environment(
+        tmp_path: Path) -> None:
+    """/proc/PID/environ can read empty between fork and exec: never fall back to HOME then."""
+    from runtime import servers
+
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "config dir")}
+    for _ in range(10):  # an empty read happened about once in three starts (measured)
+        started = subprocess.Popen(["sleep", "30"], env=env)
+        try:
+            found, source = servers.claude_environment(started.pid)
+        finally:
+            started.kill()
+            started.wait(timeout=10)
+        assert source == "process" and found.get("CLAUDE_CONFIG_DIR") == env["CLAUDE_CONFIG_DIR"]
