@@ -97,6 +97,7 @@ class Prefilter:
         self.other_by_type = classifier.ledger.other_by_type
         self.tracking = classifier.sink is not None
         self.recent_uuids = classifier.recent_uuids
+        self.kind = ""  # the ``type`` of the line settled last (for the audit's ``wants``)
 
     def take(self, line: bytes, size: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
@@ -139,6 +140,7 @@ class Prefilter:
 
         ``category`` None: an event type the allowlist does not know, booked as other.
         """
+        self.kind = kind
         self.types[kind] += 1
         if reason is not None:
             self.reasons[reason] += 1

@@ -9,11 +9,15 @@ Known shapes, and every real corpus transcript, never block.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from runtime import candidate
+from runtime import audit, candidate
 from runtime.cli import main
 from runtime.report import plan_report
 from tests.conftest import corpus_dir
@@ -140,3 +144,36 @@ def test_unrecognised_speech_report_only_carries_on_and_still_reports_it(tmp_pat
                             config(unrecognised_speech="report"))
     assert built.blocked_reason is None
     assert built.details["recognition_audit"]["unrecognised"] == {"<channel> envelope": 1}
+
+
+# -- the tag-pair scan equals its regex definition ---------------------------------------------
+
+PIECE = st.sampled_from(list("<>/ \n\tab:.-_1é\u00a0\u2028xy") + ["<a>", "</a>", "<b ", "</b>"])
+TAGGY = st.lists(PIECE, max_size=30).map("".join)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(TAGGY)
+def test_dropping_tag_pairs_equals_the_pair_regex_on_fuzzed_text(text: str) -> None:
+    assert audit._drop_pairs(text) == audit._PAIR.sub("", text)
+
+
+@pytest.mark.corpus
+def test_dropping_tag_pairs_equals_the_pair_regex_on_every_corpus_text() -> None:
+    files = _corpus()
+    if not files:
+        pytest.skip("shared corpus not found beside the checkout (../shared/corpus)")
+    compared = 0
+    for path in files:
+        for line in path.read_bytes().splitlines():
+            for text in re.findall(r'"text":"((?:[^"\\]|\\.)*)"', line.decode("utf-8", "replace")):
+                text = orjson.loads(f'"{text}"'.encode("utf-8", "surrogatepass"))
+                if "</" in text:
+                    compared += 1
+                    assert audit._drop_pairs(text) == audit._PAIR.sub("", text), path.name
+    assert compared >= 20  # texts holding a closing tag
+
+
+def test_an_opening_tag_never_closed_is_kept_and_later_pairs_still_drop() -> None:
+    text = 'git add <file>... <b x="1">gone</b >kept <file> <i>also gone</i>'
+    assert audit._drop_pairs(text) == "git add <file>... kept <file> "
