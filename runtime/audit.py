@@ -36,7 +36,6 @@ _CLOSE_END = re.compile(r"\s*>")  # what follows ``</name`` in _PAIR's closing t
 _LONE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^>]*)?/?>")
 _CHANNEL = re.compile(r"<channel\s")
 _REPLY_ARGS = ("text", "message", "content")
-_REPLY_BYTES = re.compile(rb"[Rr][Ee][Pp][Ll][Yy]")
 NOT_SPEECH_ORIGINS = ("human", "task-notification")  # human: judged by its text below
 # Claude Code's own reports, also when a line was cut before the closing tag
 NOT_SPEECH_OPENINGS = ("<task-notification", "[Request interrupted")
@@ -215,8 +214,8 @@ class SecondReading:
         user line it settles answers a tool call, which this reading skips as well.) Only
         those kinds are searched: the bulk — tool results — costs nothing here.
         """
-        if kind == "assistant":
-            return _REPLY_BYTES.search(line) is not None
+        if kind == "assistant":  # "reply" in any ASCII case; lower() is 4x a regex
+            return b"reply" in line.lower()
         if kind == "attachment":
             return b'"prompt"' in line
         return kind == "queue-operation"
