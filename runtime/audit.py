@@ -27,6 +27,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import msgspec
+
 from runtime.speech import MARK_KEY
 
 # the definition of a tag pair; ``_drop_pairs`` applies it (tests hold the two equal)
@@ -36,6 +38,25 @@ _CLOSE_END = re.compile(r"\s*>")  # what follows ``</name`` in _PAIR's closing t
 _LONE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^>]*)?/?>")
 _CHANNEL = re.compile(r"<channel\s")
 _REPLY_ARGS = ("text", "message", "content")
+
+
+class _Tool(msgspec.Struct):
+    type: Any = None
+    name: Any = None
+
+
+class _Said(msgspec.Struct):
+    content: list[_Tool] | str | None = None
+
+
+class _Line(msgspec.Struct):
+    """What ``wants`` reads of an assistant line: its blocks' types and names (nothing else
+    is built; a tool's input is skipped)."""
+
+    message: _Said | None = None
+
+
+_decode_line = msgspec.json.Decoder(_Line).decode
 NOT_SPEECH_ORIGINS = ("human", "task-notification")  # human: judged by its text below
 # Claude Code's own reports, also when a line was cut before the closing tag
 NOT_SPEECH_OPENINGS = ("<task-notification", "[Request interrupted")
@@ -211,11 +232,19 @@ class SecondReading:
         ``kind`` is the line's ``type`` as the fast path decoded it. That path settles only
         lines it knows the classifier ignores; of those, this reading can still see an
         enqueue, an attachment's ``prompt`` or an assistant tool whose name says reply. (A
-        user line it settles answers a tool call, which this reading skips as well.) Only
-        those kinds are searched: the bulk — tool results — costs nothing here.
+        user line it settles answers a tool call, which this reading skips as well.) Tool
+        names are decoded, not searched in the raw bytes: a name written with escapes
+        (``re\\u0070ly``) is still seen, and a big tool input is skipped, not lowercased.
         """
-        if kind == "assistant":  # "reply" in any ASCII case; lower() is 4x a regex
-            return b"reply" in line.lower()
+        if kind == "assistant":  # a tool named reply, read as ``_reply`` reads it
+            try:
+                message = _decode_line(line).message
+            except msgspec.DecodeError:
+                return True
+            content = message.content if message is not None else None
+            return type(content) is not list or any(
+                b.type == "tool_use" and isinstance(b.name, str) and "reply" in b.name.lower()
+                for b in content)
         if kind == "attachment":
             return b'"prompt"' in line
         return kind == "queue-operation"

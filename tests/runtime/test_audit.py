@@ -77,6 +77,20 @@ def test_a_reply_tool_with_a_new_name_blocks(tmp_path: Path) -> None:
     assert "reply tool 'mcp__plugin_discord_discord__reply' at line 3" in reason
 
 
+def test_a_lone_reply_tool_call_the_fast_path_settles_blocks_even_with_an_escaped_name(
+    tmp_path: Path,
+) -> None:
+    t = chat()
+    t.assistant(tool_use("mcp__plugin_discord_discord__reply", {"text": "sent"}))
+    path = t.write(tmp_path / "source.jsonl")
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(b"discord__reply", b"discord__re\\u0070ly")
+    path.write_bytes(b"".join(lines))
+    reason = candidate.build(path, config()).blocked_reason
+    assert reason is not None
+    assert "reply tool 'mcp__plugin_discord_discord__reply' at line 3" in reason
+
+
 def test_a_reply_to_a_chat_left_out_by_configuration_does_not_block(tmp_path: Path) -> None:
     t = chat()
     t.assistant(tool_use("mcp__companion__reply", {"chat_id": "7", "text": "elsewhere"}))
