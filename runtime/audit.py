@@ -49,11 +49,16 @@ class _Said(msgspec.Struct):
     content: list[_Tool] | str | None = None
 
 
+class _Attached(msgspec.Struct):
+    prompt: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
 class _Line(msgspec.Struct):
-    """What ``wants`` reads of an assistant line: its blocks' types and names (nothing else
-    is built; a tool's input is skipped)."""
+    """What ``wants`` reads of a settled line: an assistant line's block types and tool names,
+    whether an attachment has a prompt (nothing else is built; a tool's input is skipped)."""
 
     message: _Said | None = None
+    attachment: _Attached | None = None
 
 
 _decode_line = msgspec.json.Decoder(_Line).decode
@@ -232,8 +237,8 @@ class SecondReading:
         ``kind`` is the line's ``type`` as the fast path decoded it. That path settles only
         lines it knows the classifier ignores; of those, this reading can still see an
         enqueue, an attachment's ``prompt`` or an assistant tool whose name says reply. (A
-        user line it settles answers a tool call, which this reading skips as well.) Tool
-        names are decoded, not searched in the raw bytes: a name written with escapes
+        user line it settles answers a tool call, which this reading skips as well.) Names
+        and keys are decoded, not searched in the raw bytes: one written with escapes
         (``re\\u0070ly``) is still seen, and a big tool input is skipped, not lowercased.
         """
         if kind == "assistant":  # a tool named reply, read as ``_reply`` reads it
@@ -246,7 +251,11 @@ class SecondReading:
                 b.type == "tool_use" and isinstance(b.name, str) and "reply" in b.name.lower()
                 for b in content)
         if kind == "attachment":
-            return b'"prompt"' in line
+            try:
+                body = _decode_line(line).attachment
+            except msgspec.DecodeError:
+                return True
+            return body is not None and body.prompt is not msgspec.UNSET
         return kind == "queue-operation"
 
     def event(self, event: dict[str, Any], line: int) -> None:

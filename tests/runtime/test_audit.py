@@ -59,6 +59,16 @@ def test_a_new_attachment_subtype_carrying_a_prompt_blocks_with_its_line(tmp_pat
     assert reason.startswith("unrecognised speech: attachment 'pushed_prompt' prompt at line 3")
 
 
+def test_an_attachment_prompt_under_an_escaped_key_blocks_with_its_line(tmp_path: Path) -> None:
+    t = chat()
+    t.raw({"type": "attachment", "uuid": "a1", "attachment": {"type": "new_kind", "prompt": "hi"}})
+    path = t.write(tmp_path / "source.jsonl")
+    path.write_bytes(path.read_bytes().replace(b'"prompt"', b'"pr\\u006fmpt"'))
+    reason = candidate.build(path, config()).blocked_reason
+    assert reason is not None
+    assert "attachment 'new_kind' prompt at line 3" in reason
+
+
 def test_a_channel_envelope_with_another_attribute_order_blocks(tmp_path: Path) -> None:
     t = chat()
     t.meta('<channel chat_id="42" source="companion">\nping\n</channel>')
