@@ -128,7 +128,7 @@ class Prefilter:
             reason = category = "system"
         else:
             reason = category = None
-        if not _utf8(line):
+        if not (line.isascii() or _utf8(line)):
             return False
         self._book(head, kind, size, reason, category)
         return True
@@ -162,7 +162,7 @@ class Prefilter:
         if message is None:
             return False
         if head.isApiErrorMessage is True or message.model == "<synthetic>":
-            if not _utf8(line):
+            if not (line.isascii() or _utf8(line)):
                 return False
             reason = "api_error" if head.isApiErrorMessage is True else "synthetic"
             self._book(head, "assistant", size, reason, "system")
@@ -178,7 +178,7 @@ class Prefilter:
             category = "tool_use"
         else:
             return False
-        if not _utf8(line):
+        if not (line.isascii() or _utf8(line)):
             return False
         c = self.classifier
         c.assistant_seen = True
@@ -224,7 +224,7 @@ class Prefilter:
             elif btype == "image":
                 images = True
                 image_bytes += _image_size(block.source)
-        if not has_result or not _utf8(line):
+        if not has_result or not (line.isascii() or _utf8(line)):
             return False
         ledger = self.classifier.ledger
         if images:
