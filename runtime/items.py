@@ -10,7 +10,6 @@ the next rebuild read the item back as what it was.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from typing import Any, NamedTuple
 
@@ -31,6 +30,8 @@ SUMMARY_MARK = "[compaction summary, carried because the turns it summarises are
 
 def item_uuid(session: str, position: int, source_uuid: str) -> str:
     """``uuid5(NAMESPACE, f"{session}:{position}:{source_uuid}")``, without uuid.UUID overhead."""
+    import hashlib  # here, not at the top: its OpenSSL start-up (5 ms) is wasted on plan
+
     name = f"{session}:{position}:{source_uuid}".encode()
     raw = bytearray(hashlib.sha1(_NS_BYTES + name, usedforsecurity=False).digest()[:16])
     raw[6] = (raw[6] & 0x0F) | 0x50
@@ -40,6 +41,8 @@ def item_uuid(session: str, position: int, source_uuid: str) -> str:
 
 
 def sha256_text(text: str) -> str:
+    import hashlib
+
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -97,6 +97,7 @@ class Prefilter:
         self.other_by_type = classifier.ledger.other_by_type
         self.tracking = classifier.sink is not None
         self.recent_uuids = classifier.recent_uuids
+        self.kind = ""  # the ``type`` of the line settled last (for the audit's ``wants``)
 
     def take(self, line: bytes, size: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
@@ -127,7 +128,7 @@ class Prefilter:
             reason = category = "system"
         else:
             reason = category = None
-        if not _utf8(line):
+        if not (line.isascii() or _utf8(line)):
             return False
         self._book(head, kind, size, reason, category)
         return True
@@ -139,6 +140,7 @@ class Prefilter:
 
         ``category`` None: an event type the allowlist does not know, booked as other.
         """
+        self.kind = kind
         self.types[kind] += 1
         if reason is not None:
             self.reasons[reason] += 1
@@ -160,7 +162,7 @@ class Prefilter:
         if message is None:
             return False
         if head.isApiErrorMessage is True or message.model == "<synthetic>":
-            if not _utf8(line):
+            if not (line.isascii() or _utf8(line)):
                 return False
             reason = "api_error" if head.isApiErrorMessage is True else "synthetic"
             self._book(head, "assistant", size, reason, "system")
@@ -176,7 +178,7 @@ class Prefilter:
             category = "tool_use"
         else:
             return False
-        if not _utf8(line):
+        if not (line.isascii() or _utf8(line)):
             return False
         c = self.classifier
         c.assistant_seen = True
@@ -222,7 +224,7 @@ class Prefilter:
             elif btype == "image":
                 images = True
                 image_bytes += _image_size(block.source)
-        if not has_result or not _utf8(line):
+        if not has_result or not (line.isascii() or _utf8(line)):
             return False
         ledger = self.classifier.ledger
         if images:

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +110,15 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -
     """Write ``data`` to ``path`` atomically: temp file in its dir, fsync, rename, fsync dir."""
     target = Path(path)
     _replace_atomically(target, lambda handle: handle.write(data), mode,
+                        f"cannot write {str(target)!r}")
+
+
+def atomic_write_chunks(
+    path: str | os.PathLike[str], chunks: Iterable[bytes], mode: int = 0o600
+) -> None:
+    """``atomic_write`` of data given in pieces, written as they come (never joined in memory)."""
+    target = Path(path)
+    _replace_atomically(target, lambda handle: handle.writelines(chunks), mode,
                         f"cannot write {str(target)!r}")
 
 

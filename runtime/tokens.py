@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import cache
 from typing import TYPE_CHECKING
 
 from runtime.config import Config, RebuildConfig
@@ -17,16 +18,30 @@ from runtime.items import SUMMARY_MARK
 if TYPE_CHECKING:
     from runtime.turns import CompactSummary
 
-_CJK = re.compile(
+CJK_CLASS = (
     "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
 )
+
+# every character of CJK_CLASS lies in U+3000..U+FFEF, whose UTF-8 lead bytes are E3..EF
+_CJK_LEADS = bytes(range(0xE3, 0xF0))
 
 
 def cjk_count(text: str) -> int:
     """How many characters of ``text`` are CJK (kana, hanzi/kanji, hangul, CJK punctuation)."""
     if text.isascii():
         return 0
-    return _CJK.subn("", text)[1]
+    # a non-ASCII text without a byte that can lead a CJK character has none: the encode
+    # and byte delete take 45 us on a 46 KB text, the regex count 130 us
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded.translate(None, _CJK_LEADS)) == len(encoded):
+        return 0
+    return _cjk().subn("", text)[1]
+
+
+@cache
+def _cjk() -> re.Pattern[str]:
+    """The CJK class, compiled on first use: 2.4 ms at start-up that ASCII-only text never needs."""
+    return re.compile(CJK_CLASS)
 
 
 def estimate_tokens(text: str, knobs: RebuildConfig) -> float:

@@ -42,8 +42,8 @@ class Observer(Protocol):
 
     def event(self, event: dict[str, Any], line: int) -> None: ...
 
-    def wants(self, line: bytes) -> bool:
-        """Whether a line the fast path settled may still matter to this reader."""
+    def wants(self, line: bytes, kind: str) -> bool:
+        """Whether a line of ``type`` ``kind`` the fast path settled may matter to this reader."""
         ...
 
 
@@ -153,7 +153,8 @@ def scan(
     ledger = Ledger()
     classifier = Classifier(SpeechRules.from_config(rules), stats, ledger, sink)
     handle_event = classifier.event
-    take = Prefilter(classifier).take if (FAST if fast is None else fast) else None
+    prefilter = Prefilter(classifier)
+    take = prefilter.take if (FAST if fast is None else fast) else None
     loads = orjson.loads
     try:
         handle = open(path, "rb", buffering=READ_BUFFER)
@@ -175,7 +176,7 @@ def scan(
                 progress(position, total)
                 next_mark = position + step
             if take is not None and take(line, size):
-                if observer is not None and observer.wants(line):
+                if observer is not None and observer.wants(line, prefilter.kind):
                     _observe_settled(observer, line, lineno)
                 continue
             try:

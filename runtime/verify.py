@@ -61,20 +61,53 @@ class VerifyReport:
 
 
 def verify_candidate(path: Path, build: Build) -> VerifyReport:
-    """Re-read ``path`` and prove it is ``build``'s candidate; raise on the first failure."""
+    """Re-read ``path`` and prove it is ``build``'s candidate; raise on the first failure.
+
+    The file is read line by line (memory bounded by one item); failures are reported in the
+    order of the checks: mode, parse (any line), item count, then item by item.
+    """
     path = Path(path)
     try:
-        mode = os.stat(path).st_mode & 0o777
-        raw = path.read_bytes()
+        with open(path, "rb", buffering=1 << 20) as handle:
+            mode = os.fstat(handle.fileno()).st_mode & 0o777
+            _require(mode == 0o600, "mode", path, f"file mode is {mode:o}, not 600")
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(size - 1, 0))
+            _require(size == 0 or handle.read(1) == b"\n", "parse", path,
+                     "the file does not end with a newline")
+            handle.seek(0)
+            count, carried, failure = _check_lines(path, handle, build)
     except OSError as exc:
         raise VerificationError(
             f"check 'parse': cannot read {str(path)!r}: {exc.strerror}"
         ) from exc
-    _require(mode == 0o600, "mode", path, f"file mode is {mode:o}, not 600")
-    lines = raw.split(b"\n")
-    _require(lines[-1] == b"", "parse", path, "the file does not end with a newline")
-    events = []
-    for number, line in enumerate(lines[:-1], 1):
+    manifest = build.manifest
+    _require(
+        count == len(manifest),
+        "item_count",
+        path,
+        f"{count} item(s) on disk, {len(manifest)} in the manifest",
+    )
+    if failure is not None:
+        raise failure
+    audit = _audit(build, carried, path)
+    return VerifyReport(path=path, items=count, checks=CHECKS, audit=audit)
+
+
+def _check_lines(
+    path: Path, lines: Any, build: Build
+) -> tuple[int, Counter[str], VerificationError | None]:
+    """Parse every line (a parse failure raises at once) and check each item in turn.
+
+    Returns the line count, the carried kinds and the first item failure, raised by the
+    caller after the item count so the count is reported first, as for a whole-file read.
+    """
+    manifest = build.manifest
+    carried: Counter[str] = Counter()
+    failure: VerificationError | None = None
+    parent = None
+    number = 0
+    for number, line in enumerate(lines, 1):  # noqa: B007 - the count is returned
         try:
             event = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -82,22 +115,16 @@ def verify_candidate(path: Path, build: Build) -> VerifyReport:
                 f"check 'parse': line {number} of {str(path)!r} is not JSON"
             ) from exc
         _require(type(event) is dict, "parse", path, f"line {number} is not an object")
-        events.append(event)
-    manifest = build.manifest
-    _require(
-        len(events) == len(manifest),
-        "item_count",
-        path,
-        f"{len(events)} item(s) on disk, {len(manifest)} in the manifest",
-    )
-    carried: Counter[str] = Counter()
-    parent = None
-    for number, (event, entry) in enumerate(zip(events, manifest, strict=True), 1):
-        _check_item(path, number, event, entry, build.new_session_id, parent)
+        if failure is not None or number > len(manifest):
+            continue
+        entry = manifest[number - 1]
+        try:
+            _check_item(path, number, event, entry, build.new_session_id, parent)
+        except VerificationError as exc:
+            failure = exc
         parent = entry.item_id
         carried[entry.kind] += 1
-    audit = _audit(build, carried, path)
-    return VerifyReport(path=path, items=len(events), checks=CHECKS, audit=audit)
+    return number, carried, failure
 
 
 def _check_item(

@@ -9,11 +9,15 @@ Known shapes, and every real corpus transcript, never block.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from runtime import candidate
+from runtime import audit, candidate
 from runtime.cli import main
 from runtime.report import plan_report
 from tests.conftest import corpus_dir
@@ -55,6 +59,16 @@ def test_a_new_attachment_subtype_carrying_a_prompt_blocks_with_its_line(tmp_pat
     assert reason.startswith("unrecognised speech: attachment 'pushed_prompt' prompt at line 3")
 
 
+def test_an_attachment_prompt_under_an_escaped_key_blocks_with_its_line(tmp_path: Path) -> None:
+    t = chat()
+    t.raw({"type": "attachment", "uuid": "a1", "attachment": {"type": "new_kind", "prompt": "hi"}})
+    path = t.write(tmp_path / "source.jsonl")
+    path.write_bytes(path.read_bytes().replace(b'"prompt"', b'"pr\\u006fmpt"'))
+    reason = candidate.build(path, config()).blocked_reason
+    assert reason is not None
+    assert "attachment 'new_kind' prompt at line 3" in reason
+
+
 def test_a_channel_envelope_with_another_attribute_order_blocks(tmp_path: Path) -> None:
     t = chat()
     t.meta('<channel chat_id="42" source="companion">\nping\n</channel>')
@@ -69,6 +83,20 @@ def test_a_reply_tool_with_a_new_name_blocks(tmp_path: Path) -> None:
     t = chat()
     t.assistant("on it", tool_use("mcp__plugin_discord_discord__reply", {"text": "sent"}))
     reason = blocked(tmp_path, t)
+    assert reason is not None
+    assert "reply tool 'mcp__plugin_discord_discord__reply' at line 3" in reason
+
+
+def test_a_lone_reply_tool_call_the_fast_path_settles_blocks_even_with_an_escaped_name(
+    tmp_path: Path,
+) -> None:
+    t = chat()
+    t.assistant(tool_use("mcp__plugin_discord_discord__reply", {"text": "sent"}))
+    path = t.write(tmp_path / "source.jsonl")
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(b"discord__reply", b"discord__re\\u0070ly")
+    path.write_bytes(b"".join(lines))
+    reason = candidate.build(path, config()).blocked_reason
     assert reason is not None
     assert "reply tool 'mcp__plugin_discord_discord__reply' at line 3" in reason
 
@@ -140,3 +168,36 @@ def test_unrecognised_speech_report_only_carries_on_and_still_reports_it(tmp_pat
                             config(unrecognised_speech="report"))
     assert built.blocked_reason is None
     assert built.details["recognition_audit"]["unrecognised"] == {"<channel> envelope": 1}
+
+
+# -- the tag-pair scan equals its regex definition ---------------------------------------------
+
+PIECE = st.sampled_from(list("<>/ \n\tab:.-_1é\u00a0\u2028xy") + ["<a>", "</a>", "<b ", "</b>"])
+TAGGY = st.lists(PIECE, max_size=30).map("".join)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(TAGGY)
+def test_dropping_tag_pairs_equals_the_pair_regex_on_fuzzed_text(text: str) -> None:
+    assert audit._drop_pairs(text) == audit._PAIR.sub("", text)
+
+
+@pytest.mark.corpus
+def test_dropping_tag_pairs_equals_the_pair_regex_on_every_corpus_text() -> None:
+    files = _corpus()
+    if not files:
+        pytest.skip("shared corpus not found beside the checkout (../shared/corpus)")
+    compared = 0
+    for path in files:
+        for line in path.read_bytes().splitlines():
+            for text in re.findall(r'"text":"((?:[^"\\]|\\.)*)"', line.decode("utf-8", "replace")):
+                text = orjson.loads(f'"{text}"'.encode("utf-8", "surrogatepass"))
+                if "</" in text:
+                    compared += 1
+                    assert audit._drop_pairs(text) == audit._PAIR.sub("", text), path.name
+    assert compared >= 20  # texts holding a closing tag
+
+
+def test_an_opening_tag_never_closed_is_kept_and_later_pairs_still_drop() -> None:
+    text = 'git add <file>... <b x="1">gone</b >kept <file> <i>also gone</i>'
+    assert audit._drop_pairs(text) == "git add <file>... kept <file> "

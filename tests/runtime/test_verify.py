@@ -200,3 +200,32 @@ def test_turns_left_out_by_the_cap_are_accounted_for_in_the_audit(tmp_path: Path
         "candidate": 4 - dropped,
         "left_out_by_rule": dropped,
     }
+
+
+def test_a_missing_item_is_reported_as_the_count_before_the_item_it_shifts(
+    tmp_path: Path,
+) -> None:
+    built, path = written(tmp_path)
+    rewrite(path, lambda events: events[1:])  # every item now sits where another belongs
+    with pytest.raises(VerificationError, match="check 'item_count'"):
+        verify_candidate(path, built)
+
+
+def test_a_line_that_is_not_json_is_reported_before_an_earlier_broken_item(
+    tmp_path: Path,
+) -> None:
+    built, path = written(tmp_path)
+    rewrite(path, lambda events: [{**events[0], "sessionId": "other"}, *events[1:]])
+    path.write_bytes(path.read_bytes() + b"{not json\n")
+    with pytest.raises(VerificationError, match=r"check 'parse': line \d+ of .* is not JSON"):
+        verify_candidate(path, built)
+
+
+def test_a_candidate_without_a_final_newline_fails_to_parse_before_anything_else(
+    tmp_path: Path,
+) -> None:
+    built, path = written(tmp_path)
+    rewrite(path, lambda events: [{**events[0], "sessionId": "other"}, *events[1:]])
+    path.write_bytes(path.read_bytes()[:-1])
+    with pytest.raises(VerificationError, match="does not end with a newline"):
+        verify_candidate(path, built)
