@@ -4,10 +4,11 @@
 ``tlclaude`` exists only inside the private systemd instance (tests/fixtures/second_user.py
 ``user_in_systemd_sandbox``), whose /etc/sudoers.d is a folder of the instance's own — the
 host's /etc/sudoers.d is never written (checked). The unit runs claude (the stand-in) in tmux
-through ``exec tl-launch`` as ``User=tlclaude``, the shape of HANDOFF §7. Root applies; the rule passes ``visudo -cf``; as the claude user exactly the unit's
-restart and the worker's scope go through ``sudo -n`` and nothing broader does; and a switch
-run entirely by that user (its pane's Stop hook → ``sudo -n systemd-run --scope`` → worker →
-``sudo -n systemctl restart``) activates.
+through ``exec tl-launch`` as ``User=tlclaude``, the shape of HANDOFF §7. Root applies; the
+rule passes ``visudo -cf``; as the claude user exactly the unit's restart, its MainPID read and
+the worker's scope go through ``sudo -n`` and nothing broader does; a switch run entirely by
+that user (its pane's Stop hook → ``sudo -n systemd-run --scope`` → worker → ``sudo -n
+systemctl restart``) activates; without the rule the switch fails at once, saying so.
 """
 
 from __future__ import annotations
@@ -189,3 +190,30 @@ def test_root_applies_a_sudoers_rule_that_lets_the_claude_user_switch_and_nothin
     assert spawned["argv"][:3] == ["sudo", "-n", shutil.which("systemd-run")]
     assert sandbox.main_pid(UNIT) not in (0, main_before)
     assert sorted(os.listdir("/etc/sudoers.d")) == host_rules  # the host's, untouched
+
+
+def test_without_the_rule_the_users_switch_fails_at_once_saying_sudo_refused(
+        systemd_sandbox: SystemdSandbox) -> None:
+    sandbox = systemd_sandbox
+    if shutil.which("sudo") is None or shutil.which("visudo") is None:
+        pytest.skip("sudo is not installed (.ci/run installs it with apt)")
+    user = user_in_systemd_sandbox(sandbox)
+    data, old, tmux_dir = claude_unit_as_user(sandbox, user)
+    apply(sandbox, user, data)
+    (user.sudoers / RULE.rsplit("/", 1)[1]).unlink()  # e.g. removed by hand after apply
+    config = data["install"]["config_path"]
+    request = user.run(TL_REBUILD, "request", "--config", config, "--json", "--reason",
+                       "no rule", "--confirm", "REBUILD", "--session", old)
+    op_id = json.loads(request.stdout)["operation_id"]
+    main_before = sandbox.main_pid(UNIT)
+
+    tmux_as_user(user, tmux_dir, "send-keys", "-t", "claude:0.0", "stop", "Enter")
+
+    store = Store(sandbox.share / "state")
+    wait_for(lambda: store.read(op_id).state.value in END, timeout=30, what="the end")
+    op = store.read(op_id)
+    assert op.state.value == "failed" and op.failure is not None
+    assert op.failure["code"] == "worker_spawn_failed"
+    assert "sudo did not start the worker (rc=1)" in op.failure["message"]
+    assert "a password is required" in op.failure["message"]
+    assert sandbox.main_pid(UNIT) == main_before
