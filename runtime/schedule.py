@@ -265,3 +265,32 @@ def _start_worker(config: Config, store: Store, op: Operation) -> None:
                      worker={"pid": pid, "start_time": None, "spawned_by": "hook"})
     except StoreError:
         pass  # the worker already recorded itself (or finished): its record wins
+    if plan.prefix[:1] == ("sudo",):
+        _check_sudo(store, op.operation_id, pid, log_path)
+
+
+SUDO_WAIT = 10.0  # sudo returns once the --scheduled worker has forked (well under a second)
+
+
+def _check_sudo(store: Store, op_id: str, pid: int, log_path: Path) -> None:
+    """sudo exits as soon as the worker has forked; a non-zero exit means no worker runs
+    (a refused or missing sudoers rule): fail the operation now instead of leaving it
+    ``scheduled`` until recover. Bounded; an exit we cannot observe is left to recover."""
+    import time
+
+    deadline = time.monotonic() + SUDO_WAIT
+    while time.monotonic() < deadline:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            rc = os.waitstatus_to_exitcode(status)
+            current = store.read(op_id)
+            if rc != 0 and current.state is State.SCHEDULED:
+                lines = Path(log_path).read_text(errors="replace").strip().splitlines()
+                _fail(store, current, "worker_spawn_failed",
+                      f"sudo did not start the worker (rc={rc}): "
+                      f"{lines[-1] if lines else 'no output'}; see {log_path}")
+            return
+        time.sleep(0.02)

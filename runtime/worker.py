@@ -8,6 +8,7 @@ Every path ends in a terminal state; every phase is a timeline line.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -96,6 +97,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(args.config)
         if args.scheduled:
             args.operation_id = scheduled_operation(config)
+            if os.fork() != 0:
+                # Under sudo: sudo stays behind in the unit's cgroup as our parent and relays
+                # the restart's SIGTERM to its command (measured: the worker died right after
+                # ``systemctl restart``). Returning at once lets sudo exit; the child keeps the
+                # scope (its cgroup) and records its own pid at worker_started.
+                return 0
+            os.setsid()
         final = run(config, args.operation_id)
     except ThreadlineError as exc:
         log(f"{args.operation_id}: {exc}")

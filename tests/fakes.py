@@ -114,17 +114,23 @@ class SandboxHost(Host):
 
     UNIT_DIR = "/etc/systemd/system"
 
-    def __init__(self, sandbox: Any, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, sandbox: Any, env: Mapping[str, str] | None = None,
+                 private: Mapping[str, Any] | None = None) -> None:
         from provision.host import LocalHost
 
         self.sandbox = sandbox
         self.env = dict(env or {})
+        # other folders the instance binds from a host folder of its own (/etc/sudoers.d …)
+        self.private = {str(k): str(v) for k, v in (private or {}).items()}
         self.local = LocalHost("sandbox")
         self.name = "sandbox"
 
     def _path(self, path: str) -> str:
         if path == self.UNIT_DIR or path.startswith(self.UNIT_DIR + "/"):
             return str(self.sandbox.state / "etc-units") + path[len(self.UNIT_DIR):]
+        for inside, outside in self.private.items():
+            if path == inside or path.startswith(inside + "/"):
+                return outside + path[len(inside):]
         return path
 
     def _inside(self, *argv: str) -> CommandResult:

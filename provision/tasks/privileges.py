@@ -1,19 +1,23 @@
 """``DoorPrivileges``: what the systemd door needs when the claude user is not root (issue 10 §6).
 
-A switch through the systemd door runs, as the claude user, ``systemctl restart UNIT`` and
-``systemd-run --scope …`` (the worker must leave the unit's cgroup before the restart kills
-it). Without root both ask polkit, which a VPS rarely has and which grants transient units only
-as a whole. The task therefore installs the narrowest rule that works everywhere sudo exists:
-a sudoers drop-in for exactly these two command lines, no wildcard —
+A switch through the systemd door runs, as the claude user, ``systemctl show -p MainPID`` (the
+identity check), ``systemctl restart UNIT`` and ``systemd-run --scope …`` (the worker must
+leave the unit's cgroup before the restart kills it). Without root the restart and the scope
+ask polkit, which a VPS rarely has and which grants transient units only as a whole, and
+without D-Bus even ``show`` fails ("Failed to connect to bus"; root's systemctl uses the
+manager's private socket). The task therefore installs the narrowest rule that works
+everywhere sudo exists: a sudoers drop-in for exactly these three command lines, no wildcard —
 
     claude ALL=(root) NOPASSWD: /usr/bin/systemctl restart claude.service, \
-        /usr/bin/systemd-run --scope -p KillMode=process --unit=tl-worker-claude.service \
+        /usr/bin/systemctl show -p MainPID --value claude.service, \
+        /usr/bin/systemd-run --scope -p KillMode=process --unit=tl-worker-claude_service \
         --uid=claude -- /opt/threadline/bin/python -m runtime.worker --scheduled --config C
 
 (the runtime config's ``switch.systemd.sudo_user`` makes the door and the hook use them; the
 worker takes the one scheduled operation, so no operation id appears in the rule). It is
 written beside its final name with a dot in the name (sudo skips such files), checked with
 ``visudo -cf``, then moved into place (0440) — a broken file never reaches /etc/sudoers.d.
+Proven with real sudo, a second user and systemd 252 in tests/provision/test_privileges_systemd.py.
 """
 
 from __future__ import annotations
@@ -49,24 +53,42 @@ def sudoers_word(word: str) -> str:
 
 
 def privileged_commands(user: str, unit: str, systemctl: str, systemd_run: str,
-                        python: str, config: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The two exact command lines the claude user runs through ``sudo -n``."""
-    from runtime.doors.systemd import UNIT_CHARS, worker_scope
+                        python: str, config: str) -> tuple[tuple[str, ...], ...]:
+    """The exact command lines the claude user runs through ``sudo -n``: the restart, the
+    door's MainPID read (``SystemdDoor.main_pid``) and the worker in its scope."""
+    from runtime.doors.systemd import SystemdDoor, worker_scope, worker_scope_name
 
-    scope = "tl-worker-" + UNIT_CHARS.sub("_", unit)
+    scope = worker_scope_name(unit)
     restart = (systemctl, "restart", unit)
+    main_pid = (systemctl, *SystemdDoor.MAIN_PID, unit)
     worker = (*worker_scope(systemd_run, scope, user), python, "-m", "runtime.worker",
               "--scheduled", "--config", config)
-    return restart, worker
+    return restart, main_pid, worker
+
+
+# What the worker needs from the hook's environment, which sudo's env_reset drops: the tmux
+# socket folder (the door of a unit running claude in tmux finds the user's server through it)
+# and where claude keeps its files. systemd-run (root) ignores them; the worker runs as the user.
+WORKER_ENV = ("TMUX_TMPDIR", "HOME", "CLAUDE_CONFIG_DIR")
 
 
 def render_rule(user: str, host: str, commands: tuple[tuple[str, ...], ...]) -> bytes:
-    """The sudoers drop-in text for ``commands`` (each an exact argv)."""
-    lines = [f"# {MANAGED_MARK} (host {host}): the claude user restarts its unit and starts",
-             "# the switch worker in a scope of its own (exact commands, nothing else)."]
-    specs = [" ".join(sudoers_word(w) for w in argv) for argv in commands]
-    lines.append(f"{sudoers_word(user)} ALL=(root) NOPASSWD: " + ", \\\n    ".join(specs))
+    """The sudoers drop-in text for ``commands`` (each an exact argv; the last one is the
+    worker, which alone keeps ``WORKER_ENV`` through sudo)."""
+    lines = [f"# {MANAGED_MARK} (host {host}): the claude user restarts its unit, reads its",
+             "# MainPID and starts the switch worker in a scope of its own (exact commands).",
+             f"Cmnd_Alias {worker_alias(user)} = "
+             + " ".join(sudoers_word(w) for w in commands[-1]),
+             f'Defaults!{worker_alias(user)} env_keep += "{" ".join(WORKER_ENV)}"']
+    specs = [" ".join(sudoers_word(w) for w in argv) for argv in commands[:-1]]
+    lines.append(f"{sudoers_word(user)} ALL=(root) NOPASSWD: "
+                 + ", \\\n    ".join([*specs, worker_alias(user)]))
     return ("\n".join(lines) + "\n").encode()
+
+
+def worker_alias(user: str) -> str:
+    """The Cmnd_Alias naming the worker's command (upper case, as sudoers wants)."""
+    return "TL_WORKER_" + re.sub(r"[^A-Z0-9]", "_", user.upper())
 
 
 @dataclass(frozen=True)
@@ -115,7 +137,8 @@ class DoorPrivileges(Task):
         path = f"{SUDOERS_DIR}/{rule_name(unit)}"
         current = host.read_bytes(path)
         st = host.stat(path) if current is not None else None
-        needs = (f"systemctl restart {unit}", "systemd-run --scope (the worker's escape)")
+        needs = (f"systemctl restart {unit}", f"systemctl show -p MainPID {unit}",
+                 "systemd-run --scope (the worker's escape)")
         return PrivilegeFacts(path, current, st.mode if st else None,
                               render_rule(profile.claude.user, profile.host, commands), needs)
 
@@ -123,7 +146,7 @@ class DoorPrivileges(Task):
         if facts.current == facts.rendered and facts.mode == MODE:
             return []
         staging = f"{facts.path}.new"  # the dot: sudo ignores it until it is checked
-        why = f"{ctx.profile.claude.user} may not run {' and '.join(facts.needs)}"
+        why = f"{ctx.profile.claude.user} may not run {', '.join(facts.needs)}"
         return [WriteFile(staging, facts.rendered, before=facts.current, mode=MODE,
                           backup=False, summary=f"write sudoers rule {staging} ({why})"),
                 RunCommand(("visudo", "-cf", staging), summary=f"check {staging} with visudo"),

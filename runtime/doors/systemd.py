@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 UNIT_CHARS = re.compile(r"[^A-Za-z0-9:_.\\-]")
+SCOPE_CHARS = re.compile(r"[^A-Za-z0-9:_\\-]")  # no dot: a dot would end the name's prefix
 
 
 @dataclass(frozen=True)
@@ -116,13 +117,21 @@ def escape_prefix(name: str, cgroup_text: str | None = None,
             f"running inside {service!r} but systemd-run is not installed; a worker started "
             f"here would be killed by the restart of its own unit"
         ))
-    scope = "tl-worker-" + UNIT_CHARS.sub("_", name)
+    scope = worker_scope_name(name)
     if sudo_user and not where.user_manager:
         return EscapePlan(("sudo", "-n", *worker_scope(binary, scope, sudo_user)), service)
     user = ("--user",) if where.user_manager else ()
     return EscapePlan(
         (binary, *user, "--scope", "-p", "KillMode=process", f"--unit={scope}", "--"), service
     )
+
+
+def worker_scope_name(name: str) -> str:
+    """``tl-worker-NAME`` without a dot, so systemd-run makes it a ``.scope``: given
+    ``--unit=tl-worker-claude.service`` it keeps the ``.service`` suffix and asks for a
+    transient *service*, which systemd 252 refuses ("Cannot set property PIDs, or unknown
+    property" — measured, with the sudo door whose scope is named after the unit)."""
+    return "tl-worker-" + SCOPE_CHARS.sub("_", name)
 
 
 def worker_scope(systemd_run: str, scope: str, user: str) -> tuple[str, ...]:
@@ -147,6 +156,8 @@ class SystemdDoor:
     pointer_path: Path
     systemctl: tuple[str, ...] = ("systemctl",)
     timeout: float = 90.0
+    # the identity read, exactly as the sudoers rule of tl-provision allows it
+    MAIN_PID = ("show", "-p", "MainPID", "--value")
 
     @classmethod
     def from_config(cls, config: Any) -> SystemdDoor:
@@ -168,7 +179,7 @@ class SystemdDoor:
         from runtime.errors import ProcError
 
         try:
-            done = proc.run([*self.systemctl, "show", "-p", "MainPID", "--value", self.unit],
+            done = proc.run([*self.systemctl, *self.MAIN_PID, self.unit],
                             timeout=self.timeout)
         except ProcError:
             return None

@@ -1,5 +1,5 @@
 """DoorPrivileges (issue 10 §6): a systemd door whose claude user is not root gets a sudoers
-rule for exactly the two commands the runtime runs through ``sudo -n`` — planned from facts,
+rule for exactly the three commands the runtime runs through ``sudo -n`` — planned from facts,
 checked with visudo before it is moved into /etc/sudoers.d, shown by --check/--diff."""
 
 from __future__ import annotations
@@ -37,24 +37,26 @@ def host_for(uid: int):  # noqa: ANN201 - the FakeHost of test_tasks_files
     return host, profile
 
 
-def test_a_non_root_claude_user_gets_exactly_the_restart_and_the_worker_scope() -> None:
+def test_a_non_root_claude_user_gets_exactly_the_restart_the_main_pid_and_the_worker() -> None:
     host, profile = host_for(1000)
     report = engine.run(TASKS, host, Context(profile, check=True))
     result = next(r for r in report.results if r.task == "DoorPrivileges")
 
     assert result.status is Status.CHANGED
-    assert "claude may not run systemctl restart claude.service and systemd-run --scope" \
-        in result.message
+    assert ("claude may not run systemctl restart claude.service, systemctl show -p MainPID "
+            "claude.service, systemd-run --scope") in result.message
     assert RULE not in host.files and f"{RULE}.new" not in host.files  # --check writes nothing
     facts = DoorPrivileges().facts(host, _ctx_after_directories(host, profile))
     rule = facts.rendered.decode()
-    assert rule.splitlines()[2] == (
-        "claude ALL=(root) NOPASSWD: /usr/bin/systemctl restart claude.service, \\")
-    assert rule.splitlines()[3].strip() == (
-        r"/usr/bin/systemd-run --scope -p KillMode\=process "
-        r"--unit\=tl-worker-claude.service --uid\=claude -- "
-        f"{PYTHON} -m runtime.worker --scheduled --config /etc/tl/config.toml")
-    assert "*" not in rule  # no wildcard: nothing but these two command lines
+    assert rule.splitlines()[2:] == [
+        r"Cmnd_Alias TL_WORKER_CLAUDE = /usr/bin/systemd-run --scope -p KillMode\=process "
+        r"--unit\=tl-worker-claude_service --uid\=claude -- "
+        f"{PYTHON} -m runtime.worker --scheduled --config /etc/tl/config.toml",
+        'Defaults!TL_WORKER_CLAUDE env_keep += "TMUX_TMPDIR HOME CLAUDE_CONFIG_DIR"',
+        "claude ALL=(root) NOPASSWD: /usr/bin/systemctl restart claude.service, \\",
+        "    /usr/bin/systemctl show -p MainPID --value claude.service, \\",
+        "    TL_WORKER_CLAUDE"]
+    assert "*" not in rule  # no wildcard: nothing but these three command lines
     actions = DoorPrivileges().plan(facts, _ctx_after_directories(host, profile))
     assert [getattr(a, "argv", ("write", getattr(a, "path", ""))) for a in actions] == [
         ("write", f"{RULE}.new"), ("visudo", "-cf", f"{RULE}.new"),
@@ -110,12 +112,13 @@ def test_the_rule_allows_exactly_what_the_door_and_the_hook_run(tmp_path: Path) 
     config = config_from_mapping({"state_dir": str(tmp_path), "switch": {
         "door": "systemd", "systemd": {"unit": UNIT, "pointer_path": str(tmp_path / "p"),
                                        "sudo_user": "claude"}}}, config_file)
-    restart, worker = privileged_commands("claude", UNIT, "/usr/bin/systemctl",
+    restart, main_pid, worker = privileged_commands("claude", UNIT, "/usr/bin/systemctl",
                                           "/usr/bin/systemd-run", sys.executable,
                                           str(config_file.resolve()))
     door = SystemdDoor.from_config(config)
     assert door.systemctl == ("sudo", "-n", "systemctl")
     assert restart[1:] == ("restart", UNIT)
+    assert main_pid[1:] == (*SystemdDoor.MAIN_PID, UNIT)  # what main_pid() runs
     plan = escape_prefix(UNIT, CGROUP, "/usr/bin/systemd-run", sudo_user="claude")
     argv = (*plan.prefix, *worker_argv(config, "any-operation-id"))
     assert argv == ("sudo", "-n", *worker)

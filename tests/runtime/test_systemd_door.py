@@ -24,6 +24,7 @@ from runtime.doors.systemd import (
     escape_prefix,
     parse_main_pid,
     parse_proc_cgroup,
+    worker_scope_name,
 )
 from runtime.errors import IdentityConflictError
 from runtime.identity import alive
@@ -489,7 +490,7 @@ def test_stop_hook_inside_the_unit_rebuilds_and_switches_it_to_activated(
     [spawned] = [e for e in status["events"] if e["phase"] == "worker_spawned"]
     assert spawned["escaped_unit"] == UNIT
     assert spawned["argv"][1:5] == ["--scope", "-p", "KillMode=process",
-                                    f"--unit=tl-worker-{made['operation_id']}"]
+                                    f"--unit={worker_scope_name(made['operation_id'])}"]
     new_id = pointer.read_text().strip()
     assert new_id not in ("", OLD_ID) and (project / f"{new_id}.jsonl").is_file()
     restarted = wait_for(lambda: len(claude_events(sandbox)) >= 2 and claude_events(sandbox),
