@@ -106,14 +106,20 @@ def _servers(data: Mapping[str, object]) -> dict[str, object]:
     return servers if isinstance(servers, dict) else {}
 
 
+def scope_tables(user: Mapping[str, object], project: Mapping[str, object],
+                 cwd: str) -> dict[str, Mapping[str, object]]:
+    """The ``mcpServers`` table of each scope, by scope: ``user`` is the parsed ``.claude.json``,
+    ``project`` the parsed ``<cwd>/.mcp.json`` (the one owner of where claude keeps each scope)."""
+    projects = user.get("projects")
+    local = projects.get(cwd, {}) if isinstance(projects, dict) else {}
+    return {"local": _servers(local) if isinstance(local, dict) else {},
+            "project": _servers(project), "user": _servers(user)}
+
+
 def registrations(claude_json: str | None, mcp_json: str | None, cwd: str,
                   env: Mapping[str, str]) -> dict[str, ServerSpec]:
     """Every stdio server claude sees from ``cwd``, by name, the winning scope only."""
-    user = _load(claude_json)
-    projects = user.get("projects")
-    local = projects.get(cwd, {}) if isinstance(projects, dict) else {}
-    tiers = {"local": _servers(local) if isinstance(local, dict) else {},
-             "project": _servers(_load(mcp_json)), "user": _servers(user)}
+    tiers = scope_tables(_load(claude_json), _load(mcp_json), cwd)
     found: dict[str, ServerSpec] = {}
     for scope in reversed(SCOPE_ORDER):
         for name, raw in tiers[scope].items():

@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 from provision.actions import Action, RunCommand, Task
 from provision.errors import FactError, McpRegistrationError
 from provision.tasks.settings import find_tl_rebuild, previous_config
+from runtime.channels import SCOPE_ORDER, scope_tables
 
 if TYPE_CHECKING:
     from provision.host import Host
     from provision.profile import Profile
     from provision.result import Context
 
-SCOPES = ("local", "project", "user")  # claude's precedence, highest first
+SCOPES = SCOPE_ORDER  # claude's precedence, highest first (runtime/channels.py owns it)
 EXPECTED_TOOLS = (
     "thread_rebuild_doctor", "thread_rebuild_dirty", "thread_rebuild_plan",
     "thread_rebuild_request", "thread_rebuild_status", "thread_rebuild_cancel",
@@ -129,19 +130,15 @@ def stored_servers(name: str, workdir: str, claude_json: bytes | None,
             raise FactError(f"'{path}' does not hold a JSON object; not touching it")
         return doc
 
-    user_doc, project_doc = load(claude_json, claude_json_path), load(mcp_json, mcp_json_path)
-    project_entry = user_doc.get("projects", {}).get(workdir, {})
-    tables = {
-        "local": (project_entry.get("mcpServers", {}),
-                  f"{claude_json_path} projects[{workdir!r}].mcpServers"),
-        "project": (project_doc.get("mcpServers", {}), f"{mcp_json_path} mcpServers"),
-        "user": (user_doc.get("mcpServers", {}), f"{claude_json_path} mcpServers"),
-    }
+    tables = scope_tables(load(claude_json, claude_json_path), load(mcp_json, mcp_json_path),
+                          workdir)
+    where = {"local": f"{claude_json_path} projects[{workdir!r}].mcpServers",
+             "project": f"{mcp_json_path} mcpServers", "user": f"{claude_json_path} mcpServers"}
     found = []
     for scope in SCOPES:
-        table, where = tables[scope]
-        if isinstance(table, dict) and name in table:
-            found.append((scope, ServerSpec.from_json(table[name], f"{where}.{name}")))
+        if name in tables[scope]:
+            found.append((scope, ServerSpec.from_json(tables[scope][name],
+                                                      f"{where[scope]}.{name}")))
     return tuple(found)
 
 
