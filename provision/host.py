@@ -17,20 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import HostError
+from runtime.proc import Result
 
-
-@dataclass(frozen=True)
-class CommandResult:
-    """Outcome of one command: argv, exit code, decoded stdout and stderr."""
-
-    argv: tuple[str, ...]
-    rc: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0
+CommandResult = Result  # one type for a command's outcome (runtime/proc.py owns it)
 
 
 @dataclass(frozen=True)
@@ -132,8 +121,12 @@ class LocalHost(Host):
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             cwd: str | None = None, timeout: float = 30.0,
             input_text: str | None = None) -> CommandResult:
+        import subprocess
+
         from plumbum import local
-        from plumbum.commands.processes import CommandNotFound, ProcessTimedOut
+        from plumbum.commands.processes import CommandNotFound
+
+        from runtime.proc import communicate_bounded
 
         argv = tuple(str(arg) for arg in argv)
         try:
@@ -142,16 +135,20 @@ class LocalHost(Host):
                 command = command.with_env(**env)
             if cwd is not None:
                 command = command.with_cwd(cwd)
-            if input_text is not None:
-                rc, out, err = (command << input_text).run(retcode=None, timeout=timeout)
-            else:
-                rc, out, err = command.run(retcode=None, timeout=timeout, stdin=_devnull())
+            # a session of its own: a timeout ends the whole group (runtime.proc owns the rule)
+            stdin = subprocess.DEVNULL if input_text is None else subprocess.PIPE
+            proc = command.popen(stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 new_session=True)
         except CommandNotFound as exc:
             raise HostError(f"command not found: {argv[0]!r}") from exc
-        except ProcessTimedOut as exc:
-            raise HostError(f"command timed out after {timeout:g}s: {' '.join(argv)!r}") from exc
         except OSError as exc:
             raise HostError(f"command could not start: {' '.join(argv)!r}: {exc}") from exc
+        data = None if input_text is None else input_text.encode("utf-8")
+        try:
+            out, err = communicate_bounded(proc, data, timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise HostError(f"command timed out after {timeout:g}s: {' '.join(argv)!r}") from exc
+        rc = proc.returncode
         return CommandResult(argv, int(rc), _text(out), _text(err))
 
     def read_bytes(self, path: str) -> bytes | None:
@@ -262,12 +259,6 @@ def _write_target(path: str) -> str:
         raise HostError(f"{path!r} is a symlink to {resolved!r}, which does not exist; "
                         "nothing written — create the target or replace the link")
     return resolved
-
-
-def _devnull() -> int:
-    import subprocess
-
-    return subprocess.DEVNULL
 
 
 def _text(value: str | bytes) -> str:

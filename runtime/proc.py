@@ -48,27 +48,57 @@ def run(
     """Run ``argv`` (no shell) and return its result; a missing binary or timeout is a ProcError."""
     argv = tuple(str(a) for a in argv)
     try:
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            input=input_text,
-            stdin=None if input_text is not None else subprocess.DEVNULL,
-        )
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True)
     except FileNotFoundError as exc:
         raise ProcError(f"command not found: {argv[0]!r}") from exc
+    try:
+        out, err = communicate_bounded(
+            proc, None if input_text is None else input_text.encode("utf-8"), timeout)
     except subprocess.TimeoutExpired as exc:
         raise ProcError(f"command timed out after {timeout:g}s: {' '.join(argv)!r}") from exc
+    done = subprocess.CompletedProcess(argv, proc.returncode, out.decode("utf-8", "replace"),
+                                       err.decode("utf-8", "replace"))
     result = Result(argv, done.returncode, done.stdout, done.stderr)
     if check and not result.ok:
         detail = (result.stderr or result.stdout).strip().splitlines()
         tail = detail[-1] if detail else ""
         raise ProcError(f"command failed (rc={result.rc}): {' '.join(argv)!r}: {tail}")
     return result
+
+
+def communicate_bounded(proc: subprocess.Popen[bytes], data: bytes | None,
+                        timeout: float) -> tuple[bytes, bytes]:
+    """``proc.communicate`` within ``timeout``; on a timeout or an interrupt, end its group.
+
+    ``proc`` must lead a session of its own (``start_new_session``): killing only the direct
+    child leaves grandchildren running and, while they hold its stdout, keeps the caller
+    waiting for them. The one owner of that rule (provision's LocalHost uses it too).
+    """
+    try:
+        return proc.communicate(input=data, timeout=timeout)
+    except BaseException:
+        _end_group(proc)
+        raise
+
+
+def _end_group(proc: subprocess.Popen[bytes]) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        # a process that left the group (setsid) still holds the pipes: stop reading them
+        for pipe in (proc.stdout, proc.stderr, proc.stdin):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
