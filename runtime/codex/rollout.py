@@ -56,8 +56,12 @@ def session_meta(line: bytes) -> dict[str, Any] | None:
 
 def normalise(event: dict[str, Any]) -> dict[str, Any]:
     """A pre-envelope line (a bare item or ``record_type`` line) in the current envelope."""
-    if "payload" in event or "type" not in event and "record_type" not in event:
+    if "payload" in event:
         return event
+    if "type" not in event and "record_type" not in event:
+        meta = session_meta(orjson.dumps(event)) if "instructions" in event else None
+        return event if meta is None else {"type": "session_meta", "payload": meta,
+                                           "timestamp": event.get("timestamp")}
     if "record_type" in event:
         return {"type": "record_" + str(event.get("record_type")), "payload": event}
     return {"type": "response_item", "payload": event, "timestamp": event.get("timestamp")}
