@@ -246,7 +246,7 @@ class Classifier:
                 return False
             said: list[tuple[str, str | None]] = [
                 (p["text"], None) for p in _parts(payload.get("content"))
-                if p.get("type") in rules.ASSISTANT_TEXT_PARTS and type(p.get("text")) is str
+                if _one_of(p.get("type"), rules.ASSISTANT_TEXT_PARTS) and type(p.get("text")) is str
             ]
             kind = "assistant_text"
         elif role == "user":
@@ -286,7 +286,7 @@ class Classifier:
             text = part.get("text")
             if part.get("type") == "input_image":
                 self.ledger.image_seen = True
-            if part.get("type") not in rules.USER_TEXT_PARTS or type(text) is not str:
+            if not _one_of(part.get("type"), rules.USER_TEXT_PARTS) or type(text) is not str:
                 continue
             said = _typed_text(text, _at(kinds, index), _provenance(_at(provenance, index)))
             if said is None:
@@ -347,6 +347,11 @@ def _parts(content: Any) -> list[dict[str, Any]]:
     return [p for p in content if type(p) is dict]
 
 
+def _one_of(value: Any, options: frozenset[str]) -> bool:
+    """``value`` is one of ``options`` (a list or object from a hostile line is not)."""
+    return type(value) is str and value in options
+
+
 def _at(values: list[Any], index: int) -> Any:
     return values[index] if index < len(values) else None
 
@@ -357,16 +362,17 @@ def _provenance(entry: Any) -> Any:
 
 
 def _known_human(kind: Any, entry: Any) -> bool:
-    return kind in rules.HUMAN_ITEM_KINDS or _provenance(entry) in rules.HUMAN_PROVENANCE
+    provenance = _provenance(entry)
+    return _one_of(kind, rules.HUMAN_ITEM_KINDS) or _one_of(provenance, rules.HUMAN_PROVENANCE)
 
 
 def _typed_text(text: str, kind: Any, provenance: Any) -> str | None:
     """The part's human text (the whole part, or the request under an IDE wrapper), or None."""
-    if kind in rules.HUMAN_ITEM_KINDS or provenance in rules.HUMAN_PROVENANCE:
+    if _one_of(kind, rules.HUMAN_ITEM_KINDS) or _one_of(provenance, rules.HUMAN_PROVENANCE):
         return text
     if type(kind) is str and kind not in rules.UNKNOWN_ITEM_KINDS:
         return None  # the harness said what it wrote
-    if provenance is not None and provenance not in rules.HUMAN_PROVENANCE:
+    if provenance is not None:
         return None
     opening = text.lstrip()
     if opening.startswith(rules.HARNESS_OPENINGS):
