@@ -32,33 +32,43 @@ PART = {"user": "input_text", "assistant": "output_text"}
 def verify_rollout(path: Path, built: CodexBuild) -> VerifyReport:
     """Re-read ``path`` and prove it is ``built``'s rollout; raise on the first failure."""
     path = Path(path)
+    carried: Counter[str] = Counter()
+    count = 0
     try:
-        mode = os.stat(path).st_mode & 0o777
-        data = path.read_bytes()
+        with open(path, "rb", buffering=1 << 20) as handle:  # one line in memory at a time
+            mode = os.fstat(handle.fileno()).st_mode & 0o777
+            _require(mode == 0o600, "mode", path, f"file mode is {mode:o}, not 600")
+            last = b"\n"
+            for number, raw in enumerate(handle):
+                last = raw
+                line = _parse(path, number, raw)
+                if number == 0:
+                    _check_meta(path, line, built)
+                elif number <= len(built.manifest):
+                    entry = built.manifest[number - 1]
+                    _check_item(path, number, line, entry, built.paginated)
+                    carried[entry.kind] += 1
+                count = number
     except OSError as exc:
         raise VerificationError(
             f"check 'parse': cannot read {str(path)!r}: {exc.strerror}"
         ) from exc
-    _require(mode == 0o600, "mode", path, f"file mode is {mode:o}, not 600")
-    _require(data.endswith(b"\n"), "parse", path, "the file does not end with a newline")
-    lines = []
-    for number, raw in enumerate(data.splitlines(), 1):
-        try:
-            lines.append(orjson.loads(raw))
-        except orjson.JSONDecodeError as exc:
-            raise VerificationError(
-                f"check 'parse': line {number} of {str(path)!r} is not JSON"
-            ) from exc
-        _require(type(lines[-1]) is dict, "parse", path, f"line {number} is not an object")
-    _require(len(lines) == len(built.manifest) + 1, "item_count", path,
-             f"{len(lines) - 1} item(s) on disk, {len(built.manifest)} in the manifest")
-    _check_meta(path, lines[0], built)
-    carried: Counter[str] = Counter()
-    for number, (line, entry) in enumerate(zip(lines[1:], built.manifest, strict=True), 1):
-        _check_item(path, number, line, entry, built.paginated)
-        carried[entry.kind] += 1
-    return VerifyReport(path=path, items=len(built.manifest), checks=CHECKS,
+    _require(last.endswith(b"\n"), "parse", path, "the file does not end with a newline")
+    _require(count == len(built.manifest), "item_count", path,
+             f"{count} item(s) on disk, {len(built.manifest)} in the manifest")
+    return VerifyReport(path=path, items=count, checks=CHECKS,
                         audit=_audit(built, carried, path))
+
+
+def _parse(path: Path, number: int, raw: bytes) -> dict[str, Any]:
+    try:
+        line = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise VerificationError(
+            f"check 'parse': line {number} of {str(path)!r} is not JSON"
+        ) from exc
+    _require(type(line) is dict, "parse", path, f"line {number} is not an object")
+    return dict(line)
 
 
 def _check_meta(path: Path, line: dict[str, Any], built: CodexBuild) -> None:

@@ -14,8 +14,10 @@ import orjson
 import pytest
 
 from runtime.codex import candidate
+from runtime.codex.rollout import scan
 from runtime.codex.verify import verify_rollout
 from runtime.config import Config
+from runtime.turns import TurnBuilder
 from tests.conftest import corpus_dir
 
 pytestmark = pytest.mark.corpus
@@ -110,3 +112,14 @@ def test_a_fork_whose_parent_is_not_beside_it_is_refused(folder: Path, tmp_path:
     alone.write_bytes((folder / "08-exec-fork-child.jsonl").read_bytes())
     with pytest.raises(Exception, match="01a23b12-da7f-7f00-b596-a358c49a08fb"):
         candidate.build(alone, Config())
+
+
+@pytest.mark.parametrize("name", FILES or ["(corpus missing)"])
+def test_the_fast_path_counts_every_recorded_rollout_like_the_full_parse(
+    folder: Path, name: str
+) -> None:
+    fast = scan(folder / name, TurnBuilder(), fast=True)
+    plain = scan(folder / name, TurnBuilder(), fast=False)
+    assert fast[0].as_dict() == plain[0].as_dict()
+    assert fast[0].speech == plain[0].speech
+    assert fast[1].report(1, True) == plain[1].report(1, True)
