@@ -142,11 +142,15 @@ def run_fork(args: argparse.Namespace) -> int:
                     if "manifest" in result
                     else []
                 ),
-                ("resume", f"cd {shlex.quote(result.get('workdir', '<workdir>'))}"
-                 f" && {result['resume']}"),
+                ("resume", f"cd {_workdir(result)} && {result['resume']}"),
             ]
         )
     return 0
+
+
+def _workdir(result: dict[str, Any]) -> str:
+    """The recorded working folder, shell-quoted (Codex rollouts record it), else a placeholder."""
+    return shlex.quote(result["workdir"]) if "workdir" in result else "<workdir>"
 
 
 def _emit_json(obj: Any) -> None:

@@ -185,7 +185,7 @@ def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict
 
 def _within(role: str, text: str, said: Counter[tuple[str, str]]) -> bool:
     """A UI copy that shows only part of a recognised text (the typed part of a wrapped one)."""
-    return any(r == role and n >= 0 and text.strip() in t for (r, t), n in said.items())
+    return any(r == role and text.strip() in t for r, t in said)
 
 
 def _audit_reason(audit: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import uuid
@@ -46,8 +47,13 @@ def build_rollout(source: Path, target: Path, megabytes: int) -> int:
         written = out.write(head + b"\n")
         while written < want:
             mapping: dict[bytes, bytes] = {}
+
+            def fresh(match: re.Match[bytes], copy: int = copy,
+                      mapping: dict[bytes, bytes] = mapping) -> bytes:
+                return _fresh(match.group(0), copy, mapping)
+
             for line in body:
-                event = orjson.loads(UUID.sub(lambda m: _fresh(m.group(0), copy, mapping), line))
+                event = orjson.loads(UUID.sub(fresh, line))
                 event["ordinal"] = ordinal
                 ordinal += 1
                 written += out.write(orjson.dumps(event) + b"\n")
