@@ -284,15 +284,27 @@ class Classifier:
         if not said:
             self._noise("harness_message" if role == "user" else None, f"message:{role}", size)
             return False
-        spoken = sum(len(text.encode("utf-8", "surrogatepass")) for text, _ in said)
-        self.ledger.conversation_bytes += min(spoken, size)
-        if size > spoken:
-            self.ledger.add("harness_message" if role == "user" else "other", size - spoken)
-            if role != "user":
-                self.ledger.other_by_type["message:assistant envelope"] += size - spoken
+        self._split(payload, said, size)
         for index, (text, part_kind) in enumerate(said):
             self._speak(event, payload, str(role), part_kind or kind, text, where, index)
         return True
+
+    def _split(
+        self, payload: dict[str, Any], said: list[tuple[str, str | None]], size: int
+    ) -> None:
+        """A speech line's bytes: its speech to the conversation, text parts it did not carry
+        (environment, AGENTS.md, wrappers) to ``harness_message``, the rest (ids, metadata,
+        JSON syntax) to ``other`` as ``message envelope``."""
+        spoken = sum(_utf8(text) for text, _ in said)
+        written = sum(_utf8(p["text"]) for p in _parts(payload.get("content"))
+                      if type(p.get("text")) is str)
+        harness = max(min(written, size) - spoken, 0)
+        spoken = min(spoken, size)
+        self.ledger.conversation_bytes += spoken
+        if harness:
+            self.ledger.add("harness_message", harness)
+        if size > spoken + harness:
+            self.ledger.add_other("message envelope", size - spoken - harness)
 
     def _human_parts(
         self, event: dict[str, Any], payload: dict[str, Any]
@@ -386,6 +398,10 @@ _SETTLED: dict[tuple[bytes, bytes | None], tuple[str, str | None]] = {
     (b"event_msg", sub.encode()): (f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub))
     for sub in rules.SETTLED_EVENTS
 }
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _one_of(value: Any, options: frozenset[str]) -> bool:

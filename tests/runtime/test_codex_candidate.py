@@ -14,6 +14,7 @@ from runtime.codex import candidate
 from runtime.codex.verify import verify_rollout
 from runtime.config import Config
 from runtime.errors import VerificationError
+from tests.fixtures.transcripts import Transcript
 from tests.runtime.codex_rollouts import BASE_INSTRUCTIONS, Rollout
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -168,3 +169,15 @@ def test_fork_with_a_missing_parent_refuses_in_one_line(
     code, out, err = run(capsys, "fork", "--transcript", str(path))
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "01a23b12-0000-7000-8000-00000000abcd" in err
+
+
+def test_forcing_codex_on_a_claude_transcript_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = Transcript()
+    t.user("hello")
+    t.assistant("hi")
+    path = t.write(tmp_path / "11111111-2222-3333-4444-555555555555.jsonl")
+    code, out, err = run(capsys, "fork", "--transcript", str(path), "--agent", "codex")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "does not start with session_meta" in err and str(path) in err

@@ -94,7 +94,13 @@ def test_parts_are_judged_one_by_one_in_a_desktop_message(tmp_path: Path) -> Non
         "## My request for Codex:\nfix the bug in a.py")}])
     rollout.message("user", [{"type": "input_text", "text": "<turn_aborted>\nx\n</turn_aborted>"}])
     rollout.assistant("done")
-    built = candidate.build(rollout.write(tmp_path), Config())
+    path = rollout.write(tmp_path)
+    built = candidate.build(path, Config())
+    line = next(x for x in path.read_bytes().splitlines() if b"what is in the picture" in x)
+    desktop = orjson.loads(line)["payload"]["content"]
+    harness_text = sum(len(p["text"].encode()) for p in desktop if "text" in p) - len(
+        b"what is in the picture?")
+    assert built.ledger.noise["harness_message"] >= harness_text + len(ENV_CONTEXT.encode())
     assert carried(built.source) == [
         ("user", "untagged", "what is in the picture?"),
         ("user", "untagged", "fix the bug in a.py"),
