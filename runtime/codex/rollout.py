@@ -77,14 +77,17 @@ def sessions_root(path: Path) -> Path:
     return path.parent
 
 
-def find_thread(thread_id: str, root: Path, exclude: Path) -> Path:
-    """The rollout of ``thread_id`` under ``root`` (not ``exclude``), read from each line 0.
+def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path] = frozenset()
+                ) -> Path:
+    """The rollout of ``thread_id`` under ``root`` (not ``exclude`` nor ``seen``), read from
+    each line 0.
 
-    A revision shares its thread id with the file it revises; the newest other file wins.
+    A revision shares its thread id with the file it revises; the newest other file wins,
+    never one already read for this history (a revision of a revision).
     """
     found: list[tuple[float, Path]] = []
     for candidate in root.rglob("*.jsonl"):
-        if candidate == exclude or not candidate.is_file():
+        if candidate == exclude or candidate in seen or not candidate.is_file():
             continue
         if thread_id not in candidate.name and thread_id.encode() not in first_line(candidate):
             continue
@@ -178,7 +181,8 @@ class Lines:
                 f"rollout {str(path)!r}: history_base {base!r} has no thread_id and "
                 "end_ordinal_exclusive"
             )
-        parent = find_thread(thread, sessions_root(self.path), path)
+        seen = frozenset(Path(p) for p in self.parents) | {self.path}
+        parent = find_thread(thread, sessions_root(self.path), path, seen)
         self.parents.append(str(parent))
         yield from self._file(parent, end, depth + 1, own=False)
 

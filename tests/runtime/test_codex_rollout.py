@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,27 @@ def test_a_revision_of_the_same_thread_inlines_the_revised_file(tmp_path: Path) 
     assert carried(path) == [
         ("user", "typed", "turn one"), ("assistant", "assistant_text", "reply one"),
         ("user", "untagged", "INJECTED"), ("assistant", "assistant_text", "after revert")]
+
+
+def test_a_revision_of_a_revision_reads_each_file_once(tmp_path: Path) -> None:
+    original = Rollout()
+    original.exchange("one", "reply one")
+    first_cut = original.ordinal
+    original.exchange("two (reverted)", "reverted")
+    original.write(tmp_path)
+    first = Rollout(original.id, first_ordinal=first_cut, history_base={
+        "thread_id": original.id, "end_ordinal_exclusive": first_cut})
+    first.exchange("three", "reply three")
+    second_cut = first.ordinal
+    first.exchange("four (reverted)", "reverted")
+    first.write(tmp_path, f"rollout-2026-12-03T11-00-00-{original.id}_rev1.jsonl")
+    second = Rollout(original.id, first_ordinal=second_cut, history_base={
+        "thread_id": original.id, "end_ordinal_exclusive": second_cut})
+    second.exchange("five", "reply five")
+    path = second.write(tmp_path, f"rollout-2026-12-03T12-00-00-{original.id}_rev2.jsonl")
+    os.utime(tmp_path / f"rollout-2026-12-03T10-00-00-{original.id}.jsonl", (1, 1))
+    assert [text for _, _, text in carried(path)] == [
+        "one", "reply one", "three", "reply three", "five", "reply five"]
 
 
 def test_a_missing_parent_is_an_error_naming_thread_and_folder(tmp_path: Path) -> None:
