@@ -133,9 +133,15 @@ def test_plan_dirty_and_fork_work_on_a_codex_rollout(
     assert day.parent.parent.parent == tmp_path / "sessions" and re.fullmatch(r"\d\d", day.name)
     assert forked["resume"] == f"codex resume {forked['new_session_id']}"
     assert forked["workdir"] == "/srv/probe/work"
-    code, out, _ = run(capsys, "fork", "--transcript", str(source), "--into", str(tmp_path / "x"))
+    manifest = tmp_path / "manifest.jsonl"
+    code, out, _ = run(capsys, "fork", "--transcript", str(source), "--into", str(tmp_path / "x"),
+                       "--manifest", str(manifest))
     assert code == 0
     assert re.search(rf"resume +cd /srv/probe/work && codex resume {UUID}", out)
+    entries = [orjson.loads(line) for line in manifest.read_bytes().splitlines()]
+    assert [e["kind"] for e in entries] == ["typed", "assistant_text"] * 2 + [
+        "queued", "assistant_text"]
+    assert all(e["source_sha256"] == e["candidate_sha256"] for e in entries)
 
 
 def test_forcing_claude_on_a_rollout_reads_it_as_a_transcript(
