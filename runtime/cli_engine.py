@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ def _common(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--transcript", metavar="P", required=required, help="transcript" + where)
     parser.add_argument("--config", metavar="C", help="runtime config (else $THREADLINE_CONFIG)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--agent", choices=("claude", "codex"), help="whose file it is (default: from line 0)"
+    )
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -53,7 +57,7 @@ def _report(args: argparse.Namespace, build: Any, show: Any) -> int:
 
     config = _config(args)
     source = pick_transcript(args.transcript, config)
-    report = build(source, config, progress=_progress_for(str(source)))
+    report = build(source, config, progress=_progress_for(str(source)), agent=args.agent)
     if args.json:
         _emit_json(report)
     else:
@@ -74,32 +78,47 @@ def run_dirty(args: argparse.Namespace) -> int:
 
 
 def run_fork(args: argparse.Namespace) -> int:
-    from runtime import candidate, proc
+    from runtime import proc
+    from runtime.agent import detect
     from runtime.transcript import resolve_transcript
-    from runtime.verify import verify_candidate
 
     config = _config(args)
     source = resolve_transcript(args.transcript, config)
+    codex = detect(source, args.agent) == "codex"
+    if codex:
+        from runtime.codex import candidate
+        from runtime.codex.verify import verify_rollout as verify_candidate
+    else:
+        from runtime import candidate  # type: ignore[no-redef]
+        from runtime.verify import verify_candidate  # type: ignore[assignment]
     built = candidate.build(source, config, progress=_progress_for(args.transcript))
     if built.empty_reason is not None:
         raise NothingToCarryError(f"nothing to carry from {str(source)!r}: {built.empty_reason}")
     if built.blocked_reason is not None:
         raise BlockedError(f"fork of {str(source)!r} refused: {built.blocked_reason}")
     directory = Path(args.into).expanduser() if args.into else source.parent
-    path = candidate.write(built, directory)
+    if codex and not args.into:
+        directory = candidate.default_folder(source, built.created)  # type: ignore[attr-defined]
+    path = candidate.write(built, directory)  # type: ignore[arg-type]
     try:
-        checked = verify_candidate(path, built)
+        checked = verify_candidate(path, built)  # type: ignore[arg-type]
     except VerificationError:
         proc.remove(path)
         raise
+    resume = f"codex resume {built.new_session_id}" if codex else (
+        f"claude --resume {built.new_session_id}"
+    )
+    workdir = built.meta.get("cwd") if codex else None  # type: ignore[attr-defined]
     result: dict[str, Any] = {
         "new_session_id": built.new_session_id,
         "candidate_path": str(path),
         "source": str(source),
         "stats": built.stats(),
         "verify": checked.as_dict(),
-        "resume": f"claude --resume {built.new_session_id}",
+        "resume": resume,
     }
+    if type(workdir) is str and workdir:
+        result["workdir"] = workdir
     if args.manifest:
         manifest = Path(args.manifest).expanduser().absolute()
         result["manifest"] = {
@@ -123,10 +142,15 @@ def run_fork(args: argparse.Namespace) -> int:
                     if "manifest" in result
                     else []
                 ),
-                ("resume", f"cd <workdir> && {result['resume']}"),
+                ("resume", f"cd {_workdir(result)} && {result['resume']}"),
             ]
         )
     return 0
+
+
+def _workdir(result: dict[str, Any]) -> str:
+    """The recorded working folder, shell-quoted (Codex rollouts record it), else a placeholder."""
+    return shlex.quote(result["workdir"]) if "workdir" in result else "<workdir>"
 
 
 def _emit_json(obj: Any) -> None:

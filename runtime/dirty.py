@@ -1,5 +1,8 @@
 """The dirty ledger (SPEC §3.9): bytes of runtime noise per category, speech kept apart.
 
+The categories are the Claude Code ones unless the reader names its own (Codex rollouts:
+``runtime.codex.rules.NOISE_CATEGORIES``).
+
 The reader attributes every line's bytes to exactly one place: a noise category, the
 conversation, or the malformed count. Mixed lines (an assistant line holding text and a
 tool call) are split by block sizes; nothing is re-serialised for whole lines.
@@ -27,8 +30,8 @@ NOISE_CATEGORIES: tuple[str, ...] = (
 class Ledger:
     """Running byte counts of one transcript read (mutable while reading, then reported)."""
 
-    def __init__(self) -> None:
-        self.noise: dict[str, int] = dict.fromkeys(NOISE_CATEGORIES, 0)
+    def __init__(self, categories: tuple[str, ...] = NOISE_CATEGORIES) -> None:
+        self.noise: dict[str, int] = dict.fromkeys(categories, 0)
         self.other_by_type: Counter[str] = Counter()
         self.conversation_bytes = 0
         self.malformed_bytes = 0

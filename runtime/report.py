@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from runtime.agent import detect
 from runtime.config import Config
 from runtime.errors import TranscriptError
 from runtime.paths import latest_transcript
@@ -29,12 +30,20 @@ def pick_transcript(path: str | os.PathLike[str] | None, config: Config) -> Path
 
 
 def plan_report(
-    path: str | os.PathLike[str] | None, config: Config, progress: Progress | None = None
+    path: str | os.PathLike[str] | None,
+    config: Config,
+    progress: Progress | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
-    """What a rebuild of ``path`` would carry, what it would leave, and the dirty ledger."""
-    from runtime import candidate  # not needed by dirty: keep its start-up lean
+    """What a rebuild of ``path`` would carry, what it would leave, and the dirty ledger.
 
+    ``agent`` (claude | codex) forces the reader; by default line 0 of the file decides.
+    """
     source = pick_transcript(path, config)
+    if detect(source, agent) == "codex":
+        from runtime.codex import candidate
+    else:
+        from runtime import candidate  # type: ignore[no-redef]  # not needed by dirty
     built = candidate.build(source, config, progress=progress, lay_out=False)
     stats = built.stats()
     read = stats.pop("read")
@@ -58,11 +67,19 @@ def plan_report(
 
 
 def dirty_report(
-    path: str | os.PathLike[str] | None, config: Config, progress: Progress | None = None
+    path: str | os.PathLike[str] | None,
+    config: Config,
+    progress: Progress | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
     """How much runtime noise ``path`` holds, by category, and whether a rebuild is advised."""
     source = pick_transcript(path, config)
-    read, ledger = scan(source, config.rebuild, None, progress)
+    if detect(source, agent) == "codex":
+        from runtime.codex.rollout import scan as scan_rollout
+
+        read, ledger, _, _ = scan_rollout(source, None, progress)
+    else:
+        read, ledger = scan(source, config.rebuild, None, progress)
     return {
         "transcript": str(source),
         **ledger.report(config.rebuild.dirty_budget_bytes, config.rebuild.rebuild_on_image),

@@ -1,0 +1,242 @@
+"""The rebuilt Codex rollout: ``session_meta`` with a new id, then only the carried messages.
+
+``build`` reads the source once (parents inlined), groups speech into turns and applies the
+same open-tail, carry-cap, poison and compaction-summary rules as the Claude engine
+(``runtime.candidate``). ``write`` puts ``rollout-<time>-<id>.jsonl`` on disk atomically, mode
+0600: line 0 is the source's ``session_meta`` with ``id`` = ``session_id`` = the file's uuid
+and no ``history_base``/``forked_from_*``; then one ``response_item`` message per utterance,
+text verbatim, ordinals renumbered, and the carry mark (``runtime.speech.MARK_KEY``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runtime import candidate as claude
+from runtime.codex import rules
+from runtime.codex.rollout import Classifier, scan, sessions_root
+from runtime.config import Config
+from runtime.errors import BlockedError, NothingToCarryError
+from runtime.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
+from runtime.speech import MARK_KEY, carry_mark
+from runtime.transcript import Progress
+from runtime.turns import Turn, TurnBuilder
+
+DROPPED_META = ("history_base", "forked_from_id", "forked_from_ordinal_exclusive")
+
+
+@dataclass(frozen=True)
+class CodexBuild(claude.Build):
+    """A Claude-shaped build plus what the rollout's line 0 needs."""
+
+    meta: dict[str, Any]
+    parents: tuple[str, ...]
+    created: datetime
+
+    @property
+    def file_name(self) -> str:
+        stamp = self.created.strftime("%Y-%m-%dT%H-%M-%S")
+        return f"rollout-{stamp}-{self.new_session_id}.jsonl"
+
+    @property
+    def paginated(self) -> bool:
+        return self.meta.get("history_mode") == "paginated"
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "agent": "codex", "parents": list(self.parents)}
+
+
+class CodexLayout(Layout):
+    """Carried utterances as Codex ``response_item`` message lines after line 0."""
+
+    def __init__(self, session: str, meta: dict[str, Any]) -> None:
+        super().__init__(session)
+        self.meta = meta
+
+    def finish(self) -> tuple[list[dict[str, Any]], list[ManifestEntry]]:
+        paginated = self.meta.get("history_mode") == "paginated"
+        last_ts = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
+        head_ts = self.meta.get("timestamp") if type(self.meta.get("timestamp")) is str else last_ts
+        head: dict[str, Any] = {"timestamp": head_ts, "type": "session_meta", "payload": self.meta}
+        self.items.append(_ordered(head, 0, paginated))
+        for position, (utt, stamp, turn) in enumerate(self.pending):
+            last_ts = utt.timestamp or last_ts
+            part = "output_text" if utt.role == "assistant" else "input_text"
+            texts = ([stamp] if stamp else []) + [utt.text]
+            line: dict[str, Any] = {
+                "timestamp": last_ts,
+                "type": "response_item",
+                "payload": {
+                    "type": "message",
+                    "role": utt.role,
+                    "content": [{"type": part, "text": text} for text in texts],
+                },
+                MARK_KEY: carry_mark(utt.kind, stamp),
+            }
+            self.items.append(_ordered(line, position + 1, paginated))
+            digest = sha256_text(utt.text)
+            self.manifest.append(
+                ManifestEntry(
+                    position, utt.role, utt.kind, f"{self.session}:{position + 1}",
+                    utt.source_uuid, utt.source_timestamp, turn, digest, digest, stamp,
+                )
+            )
+        return self.items, self.manifest
+
+
+def _ordered(line: dict[str, Any], ordinal: int, paginated: bool) -> dict[str, Any]:
+    if not paginated:
+        return line
+    return {"timestamp": line.pop("timestamp"), "ordinal": ordinal, **line}
+
+
+def build(
+    source: Path,
+    config: Config,
+    *,
+    new_session_id: str | None = None,
+    progress: Progress | None = None,
+    lay_out: bool = True,
+) -> CodexBuild:
+    """Read ``source`` once and lay out the rebuilt rollout (nothing is written)."""
+    sink = TurnBuilder()
+    read, ledger, classifier, lines = scan(Path(source), sink, progress)
+    turns = sink.finish()
+    session = new_session_id or str(uuid.uuid4())
+    stamps: list[str | None] = [None] * len(turns)  # Codex items stay text-only, verbatim
+    plan = claude._select(sink, turns, stamps, config)
+    audit = _audit(classifier, turns, sink)
+    if plan.blocked is None and audit["unrecognised"] and (
+        config.rebuild.unrecognised_speech == "block"
+    ):
+        plan = replace(plan, blocked=_audit_reason(audit))
+    meta = _new_meta(lines.meta or {}, session)
+    layout = claude._lay_out(CodexLayout(session, meta), None, turns, stamps, plan)
+    items, manifest = layout.finish() if lay_out else ([], [])
+    count = layout.count
+    return CodexBuild(
+        source=Path(source),
+        new_session_id=session,
+        turns=tuple(turns),
+        selected=tuple(plan.keep),
+        items=tuple(items),
+        manifest=tuple(manifest),
+        read=read,
+        ledger=ledger,
+        counts=_counts(sink, turns, plan.keep, read),
+        details={**claude._details(sink, turns, plan, layout, config),
+                 "recognition_audit": audit},
+        blocked_reason=plan.blocked,
+        empty_reason=claude._empty_reason(read, turns, plan.keep, count),
+        item_count=count,
+        meta=meta,
+        parents=tuple(lines.parents),
+        created=datetime.now(UTC),
+    )
+
+
+def _new_meta(source: dict[str, Any], session: str) -> dict[str, Any]:
+    """The source's line 0 payload as the new thread's: new id, no fork/revision base."""
+    meta = {k: v for k, v in source.items() if k not in DROPPED_META}
+    meta["id"] = session
+    meta["session_id"] = session
+    return {"session_id": session, "id": session, **meta}
+
+
+def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict[str, Any]:
+    """The UI copies Codex wrote (``event_msg``) as a second witness: each must be recognised.
+
+    Every ``UserMessage``/``user_message`` copy must equal a recognised human text, every
+    ``AgentMessage``/``agent_message`` copy a recognised assistant text or the compaction
+    summary; whatever is left over is speech the allowlist did not recognise.
+    """
+    said: Counter[tuple[str, str]] = Counter()
+    for turn in turns:
+        for utt in turn.items:
+            said[(utt.role, utt.text)] += 1
+    for summary in sink.summaries:
+        said[("assistant", summary.utterance.text)] += 1
+    unrecognised: Counter[str] = Counter()
+    first: list[dict[str, Any]] = []
+    for role, copies in (("user", classifier.ui_user), ("assistant", classifier.ui_assistant)):
+        for text in copies:
+            if not text.strip():
+                continue
+            if said[(role, text)] > 0:
+                said[(role, text)] -= 1
+            elif not _within(role, text, said):
+                unrecognised[f"{role} ui copy"] += 1
+                if len(first) < 20:
+                    first.append({"shape": f"{role} ui copy", "chars": len(text)})
+    return {
+        "candidates": {"user ui copy": len(classifier.ui_user),
+                       "assistant ui copy": len(classifier.ui_assistant)},
+        "unrecognised": dict(unrecognised),
+        "first_lines": first,
+    }
+
+
+def _within(role: str, text: str, said: Counter[tuple[str, str]]) -> bool:
+    """A UI copy that shows only part of a recognised text (the typed part of a wrapped one)."""
+    return any(r == role and text.strip() in t for r, t in said)
+
+
+def _audit_reason(audit: dict[str, Any]) -> str:
+    count = sum(audit["unrecognised"].values())
+    return (f"unrecognised speech: {count} UI cop(ies) of messages the speech rules did not "
+            "recognise; a rebuild would lose them")
+
+
+def _counts(
+    sink: TurnBuilder, turns: list[Turn], keep: list[int], read: Any
+) -> dict[str, dict[str, int]]:
+    carried: Counter[str] = Counter()
+    for index in keep:
+        carried.update(u.kind for u in turns[index].items)
+    source = {kind: sink.counts[kind] for kind in rules.SPEECH_KINDS}
+    candidate = {kind: carried[kind] for kind in rules.SPEECH_KINDS}
+    return {
+        "source": source,
+        "candidate": candidate,
+        "not_carried": {kind: source[kind] - candidate[kind] for kind in rules.SPEECH_KINDS},
+        "reader": {kind: read.speech[kind] for kind in rules.SPEECH_KINDS},
+    }
+
+
+def default_folder(source: Path, created: datetime) -> Path:
+    """``sessions/YYYY/MM/DD`` of the source's sessions folder, else the source's folder."""
+    root = sessions_root(source)
+    if root.name != "sessions":
+        return source.parent
+    return root / created.strftime("%Y") / created.strftime("%m") / created.strftime("%d")
+
+
+def write(built: CodexBuild, directory: Path) -> Path:
+    """Write the rollout as ``<directory>/rollout-<time>-<id>.jsonl`` (atomic, 0600)."""
+    if built.empty_reason is not None:
+        raise NothingToCarryError(
+            f"nothing to carry from {str(built.source)!r}: {built.empty_reason}"
+        )
+    if built.blocked_reason is not None:
+        raise BlockedError(f"rebuild of {str(built.source)!r} is blocked: {built.blocked_reason}")
+    if len(built.items) != built.item_count + 1:
+        raise ValueError("a build made with lay_out=False cannot be written")
+    from runtime import proc
+
+    target = Path(directory) / built.file_name
+    Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
+    dumps = orjson.dumps
+    proc.atomic_write_chunks(target, (dumps(item) + b"\n" for item in built.items), mode=0o600)
+    return target
+
+
+write_manifest = claude.write_manifest  # the manifest format is the same for both agents
+
+__all__ = ["SUMMARY_MARK", "CodexBuild", "build", "default_folder", "write", "write_manifest"]
