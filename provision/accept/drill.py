@@ -3,7 +3,9 @@
 The drill uses the deployment's own door where that is harmless: a pointer deployment is
 drilled with a scratch pointer file and the runner's own ``tl-rebuild hook-stop`` call (no
 ``claude -p`` is run: that would send the conversation to the model); tmux and systemd
-deployments are drilled on a private tmux server (the systemd door itself is not drilled).
+deployments are drilled on a private tmux server. The systemd door itself is not drilled: a
+systemd deployment gets a SKIP line ``drill systemd door`` saying "not drilled: …", so the
+report never implies it was.
 
 The scratch lives in ``<state_dir>/accept-drill/<id>/`` and holds its own HOME, workdir, project
 dir (a 0600 copy of the newest session transcript), state dir and runtime config; the target is a
@@ -54,6 +56,9 @@ TERMINAL = ("activated", "failed", "cancelled", "rolled_back")
 REQUIRED = ("drill activated", "drill pane pid changed", "drill old transcript byte-identical",
             "drill backup present", "drill channel flags on the new process",
             "drill channel servers recognised", "drill timeline complete")
+SYSTEMD_NOT_DRILLED = ("not drilled: the systemd door (scratch unit, tl-launch, systemctl restart, "
+                       "the sudo rule) is not exercised yet; this drill switched a private tmux "
+                       "pane instead")
 REQUIRED_POINTER = ("drill activated", "drill pointer names the new session",
                     "drill old transcript byte-identical", "drill backup present",
                     "drill timeline complete")
@@ -65,12 +70,16 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
     if scene.config is None or scene.manifest is None:
         out.add("drill scratch ready", False, "needs the manifest and the runtime config")
         return
-    door = "pointer" if scene.config.switch.door == "pointer" else "tmux"
+    own = scene.config.switch.door
+    door = "pointer" if own == "pointer" else "tmux"
+    if own == "systemd":  # said, never implied: the switch below runs through tmux
+        out.add("drill systemd door", None, SYSTEMD_NOT_DRILLED)
     scratch: Scratch | None = None
     try:
         with out.guard("drill scratch ready"):
             scratch = prepare_scratch(scene, uuid.uuid4().hex[:10], door)
-            out.add("drill scratch ready", True, {**scratch.evidence(), "door": door})
+            out.add("drill scratch ready", True,
+                    {**scratch.evidence(), "door": door, "deployment_door": own})
         if scratch is not None:
             with out.guard("drill error"):
                 (_rebuild_pointer if door == "pointer" else _rebuild)(scene, scratch, out)

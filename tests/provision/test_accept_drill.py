@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.accept import FAIL, PASS, Checklist
+from provision.accept import FAIL, PASS, SKIP, Checklist
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
 from tests.fixtures.tmux import TmuxServer, wait_for
 from tests.provision.conftest import Deployment
@@ -247,3 +247,21 @@ def test_drill_fails_when_the_plugin_would_not_start_because_its_marketplace_is_
     assert f"channel server(s) not running: {PLUGIN}" in found["health_reason"]
     assert lines["drill no orphans"] == PASS
 
+
+def test_a_systemd_deployment_is_told_its_door_was_not_drilled(
+        installed: Deployment, tmp_path: Path) -> None:  # noqa: F811
+    # The rendered config of a systemd deployment (the unit is never addressed: the drill
+    # switches a private tmux pane). The report must say the door itself was not drilled.
+    install_official_plugin(installed.home)
+    text = installed.config_path.read_text()
+    text = text.replace('door = "tmux"', 'door = "systemd"', 1).replace(
+        'unit = ""', 'unit = "tl-no-such-unit.service"', 1).replace(
+        'pointer_path = ""', f'pointer_path = "{tmp_path / "pointer"}"', 1)
+    installed.config_path.write_text(text)
+    report = accept(installed, drill=True)
+    door = next(x for x in report.lines if x.name == "drill systemd door")
+    assert door.status == SKIP and door.evidence.startswith("not drilled: the systemd door")
+    scratch = evidence(report, "drill scratch ready")
+    assert (scratch["door"], scratch["deployment_door"]) == ("tmux", "systemd")
+    assert drill_lines(report)["drill activated"] == PASS
+    assert not (tmp_path / "pointer").exists()  # the real pointer was never written
