@@ -271,11 +271,11 @@ def _plugin_standins(scene: Scene, plugins: list[str], claude_dir: str, market: 
         entries = installed.get(plugin) if isinstance(installed, dict) else None
         version = next((str(e["version"]) for e in entries or [] if isinstance(e, dict)
                         and isinstance(e.get("version"), str)), "0.0.0")
-        name = plugin.rpartition("@")[2]
-        # claude also learns a marketplace from settings.json (it writes it into
-        # known_marketplaces.json at start)
-        entry = known.get(name) or (settings_known.get(name)
-                                      if isinstance(settings_known, dict) else None)
+        market_name = plugin.rpartition("@")[2]
+        # claude also learns a marketplace from settings.json (seen with 2.1.328: a start
+        # re-added a marketplace missing from known_marketplaces.json)
+        entry = known.get(market_name) or (settings_known.get(market_name)
+                                           if isinstance(settings_known, dict) else None)
         wanted.append((plugin, expected.specs, entry, version))
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     files, extra = plugin_standins(wanted, claude_dir, market, now)

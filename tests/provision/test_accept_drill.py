@@ -265,3 +265,29 @@ def test_a_systemd_deployment_is_told_its_door_was_not_drilled(
     assert (scratch["door"], scratch["deployment_door"]) == ("tmux", "systemd")
     assert drill_lines(report)["drill activated"] == PASS
     assert not (tmp_path / "pointer").exists()  # the real pointer was never written
+
+
+def test_a_marketplace_known_only_from_settings_is_carried_into_the_stand_in(
+        installed: Deployment) -> None:  # noqa: F811
+    # claude re-adds a marketplace of settings.json's extraKnownMarketplaces at start, so the
+    # real plugin starts; the stand-in must get the same entry, with the same source.
+    import json
+
+    from provision.accept import load_scene
+    from provision.accept.scratch import _plugin_standins
+    from provision.host import LocalHost
+    from provision.profile import load_profile
+
+    install_official_plugin(installed.home, marketplace=False)
+    source = {"source": "github", "repo": "anthropics/claude-plugins-official"}
+    data = json.loads(installed.settings.read_text())
+    data["extraKnownMarketplaces"] = {"claude-plugins-official": {"source": source}}
+    installed.settings.write_text(json.dumps(data))
+    profile = load_profile(installed.profile_path)
+    out = Checklist(profile.host, stage="drill")
+    scene = load_scene(profile, LocalHost(profile.host), out)
+    files, settings, problems = _plugin_standins(scene, [PLUGIN], "/s/cfg", "/s/market")
+    assert problems == {}
+    known = files["/s/cfg/plugins/known_marketplaces.json"]["claude-plugins-official"]
+    assert known["source"] == source
+    assert settings["extraKnownMarketplaces"] == {"claude-plugins-official": {"source": source}}
