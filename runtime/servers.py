@@ -14,7 +14,7 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,7 @@ def resolve(pid: int, channels: Sequence[str]) -> tuple[list[Expected], dict[str
     found = []
     for channel in channels:
         if channel.startswith("plugin:"):
-            found.append(_plugin(channel, config_dir, env, env_source))
+            found.append(plugin_expected(channel, config_dir, env, env_source))
             continue
         name = channel.removeprefix("server:")
         spec = registered.get(name)
@@ -111,15 +111,20 @@ def _with_script(spec: ch.ServerSpec, env: Mapping[str, str]) -> ch.ServerSpec:
     return dataclasses.replace(spec, exec_forms=tuple(forms)) if forms else spec
 
 
-def _plugin(channel: str, config_dir: Path, env: Mapping[str, str],
-            env_source: str) -> Expected:
+def plugin_expected(channel: str, config_dir: Path, env: Mapping[str, str],
+                    env_source: str = "process",
+                    read: Callable[[Path], str | None] = _read) -> Expected:
+    """What ``plugin:P@M`` should show under a claude whose config dir is ``config_dir``.
+
+    ``read``: how files are read (the drill reads the deployment's through provision's host).
+    """
     plugin = channel.removeprefix("plugin:")
     installed = config_dir / "plugins" / "installed_plugins.json"
-    cached = ch.plugin_root(_read(installed), plugin)
+    cached = ch.plugin_root(read(installed), plugin)
     roots = [cached] if cached else []
-    market = ch.marketplace_dir(_read(config_dir / "plugins" / "known_marketplaces.json"), plugin)
+    market = ch.marketplace_dir(read(config_dir / "plugins" / "known_marketplaces.json"), plugin)
     if market:
-        listing = _read(Path(market) / ".claude-plugin" / "marketplace.json")
+        listing = read(Path(market) / ".claude-plugin" / "marketplace.json")
         in_place = ch.in_place_root(listing, market, plugin)
         if in_place:
             roots.insert(0, in_place)  # claude runs a directory marketplace's plugin in place
@@ -127,7 +132,7 @@ def _plugin(channel: str, config_dir: Path, env: Mapping[str, str],
         return Expected(channel, verifiable=False,
                         problem=f"plugin {plugin!r} has no installPath in {str(installed)!r}")
     manifest = next((text for root in roots
-                     if (text := _read(Path(root) / ".mcp.json")) is not None), None)
+                     if (text := read(Path(root) / ".mcp.json")) is not None), None)
     specs = ch.plugin_servers(manifest, plugin, roots, env)
     if not specs:
         return Expected(channel, verifiable=False,

@@ -3,7 +3,9 @@
 The drill uses the deployment's own door where that is harmless: a pointer deployment is
 drilled with a scratch pointer file and the runner's own ``tl-rebuild hook-stop`` call (no
 ``claude -p`` is run: that would send the conversation to the model); tmux and systemd
-deployments are drilled on a private tmux server (the systemd door itself is not drilled).
+deployments are drilled on a private tmux server. The systemd door itself is not drilled: a
+systemd deployment gets a SKIP line ``drill systemd door`` saying "not drilled: …", so the
+report never implies it was.
 
 The scratch lives in ``<state_dir>/accept-drill/<id>/`` and holds its own HOME, workdir, project
 dir (a 0600 copy of the newest session transcript), state dir and runtime config; the target is a
@@ -11,14 +13,17 @@ pane on a private tmux server (``tmux -L tl-drill-<id> -f /dev/null``). The real
 transcript are never addressed.
 
 Channel isolation (the drill that stole the Telegram token): the scratch claude keeps every
-channel flag on its argv — that is what the drill checks — but its HOME has no plugins, none of
-the user's MCP servers (scratch workdir without ``.mcp.json``) and a settings.json without
-hooks, plugins or status line, so no real channel server, plugin or user hook is started.
-Instead each expected channel server (``switch.expected_channel_servers``, kept as the
-deployment renders it) is registered under its own name as a harmless stand-in with the same
-argv shape (provision/accept/standins.py), so the drill's health check recognises channels
-exactly as the real switch will — and a deployment where it cannot fails here, with the reason
-(``drill channel servers recognised``). Channel *reachability* is ``--live``'s job.
+channel flag on its argv — that is what the drill checks — but its HOME has none of the user's
+plugins or MCP servers (scratch workdir without ``.mcp.json``) and a settings.json without
+hooks or status line, so no real channel server, plugin or user hook is started. Instead each
+expected channel (``switch.expected_channel_servers``, kept as the deployment renders it) gets
+a harmless stand-in (provision/accept/standins.py): a ``server:NAME`` one is registered under
+its own name with the same argv shape; a ``plugin:P@M`` one is a stand-in plugin installed in
+the scratch config dir as Claude Code lays one out, resolved from the real install the way the
+health check resolves it. So the drill's health check recognises channels exactly as the real
+switch will — and a deployment where it cannot (a plugin not installed, a server not where
+claude reads it) fails here, with the reason (``drill channel servers recognised``). Channel
+*reachability* is ``--live``'s job.
 
 The drill runs the real path: ``runtime.ops.request`` on the scratch config, then the
 ``tl-rebuild hook-stop`` of settings.json with a Stop payload, whose detached worker switches the
@@ -34,6 +39,7 @@ import json
 import shlex
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from provision.accept.process import claude_argv
@@ -41,7 +47,7 @@ from provision.accept.scratch import Scratch, prepare_scratch, processes_of
 
 if TYPE_CHECKING:
     from provision.accept.checklist import Checklist, Scene
-    from provision.host import Host
+    from provision.host import CommandResult, Host
 
 PHASES = ("scheduled", "worker_spawned", "worker_started", "stable", "frozen", "identity",
           "built", "verifying", "verified", "activating", "rechecked", "switched", "health",
@@ -50,6 +56,9 @@ TERMINAL = ("activated", "failed", "cancelled", "rolled_back")
 REQUIRED = ("drill activated", "drill pane pid changed", "drill old transcript byte-identical",
             "drill backup present", "drill channel flags on the new process",
             "drill channel servers recognised", "drill timeline complete")
+SYSTEMD_NOT_DRILLED = ("not drilled: the systemd door (scratch unit, tl-launch, systemctl restart, "
+                       "the sudo rule) is not exercised yet; this drill switched a private tmux "
+                       "pane instead")
 REQUIRED_POINTER = ("drill activated", "drill pointer names the new session",
                     "drill old transcript byte-identical", "drill backup present",
                     "drill timeline complete")
@@ -61,12 +70,16 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
     if scene.config is None or scene.manifest is None:
         out.add("drill scratch ready", False, "needs the manifest and the runtime config")
         return
-    door = "pointer" if scene.config.switch.door == "pointer" else "tmux"
+    own = scene.config.switch.door
+    door = "pointer" if own == "pointer" else "tmux"
+    if own == "systemd":  # said, never implied: the switch below runs through tmux
+        out.add("drill systemd door", None, SYSTEMD_NOT_DRILLED)
     scratch: Scratch | None = None
     try:
         with out.guard("drill scratch ready"):
             scratch = prepare_scratch(scene, uuid.uuid4().hex[:10], door)
-            out.add("drill scratch ready", True, {**scratch.evidence(), "door": door})
+            out.add("drill scratch ready", True,
+                    {**scratch.evidence(), "door": door, "deployment_door": own})
         if scratch is not None:
             with out.guard("drill error"):
                 (_rebuild_pointer if door == "pointer" else _rebuild)(scene, scratch, out)
@@ -85,8 +98,7 @@ def _sha(data: bytes | None) -> str | None:
 
 
 def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
-    from runtime.ops import request
-
+    """The old claude in the scratch pane, then the Stop hook's detached worker switches it."""
     host = scene.host
     old_pid = scratch.start_old(host)
     if old_pid is None:
@@ -94,40 +106,16 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
         return
     old_argv = claude_argv(old_pid, scene.manifest.binary) if scene.manifest else []
     out.add("drill old claude running", True, {"pid": old_pid, "argv": old_argv})
-    before = host.read_bytes(scratch.transcript) or b""
-    op = request(scratch.config(), "tl-provision accept --drill", "REBUILD",
-                 session_id=scratch.session, source="accept-drill")
-    op_id = op["operation_id"]
-    switch_started = time.monotonic()
-    hook = scratch.run_hook(host, _tl_rebuild(scene))
-    record = scratch.wait_terminal(op_id, TERMINAL)
-    out.numbers["drill_switch_seconds"] = round(time.monotonic() - switch_started, 2)
-    state = record.state.value
-    failure = dict(record.failure) if record.failure else None
-    out.add("drill activated", state == "activated",
-            {"operation_id": op_id, "state": state, "failure": failure,
-             "hook_rc": hook.rc, "scratch": scratch.root})
-    _judge(scene, scratch, out, record, before, old_pid, old_argv)
+    record, before = _switch(scene, scratch, out, scratch.run_hook)
+    _judge(scene, scratch, out, record, old_pid, old_argv)
+    _common(scene, scratch, out, record, before)
 
 
 def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     """Request, then the runner's hook call switches the scratch pointer in the foreground."""
-    from runtime.ops import request
-
     host = scene.host
-    before = host.read_bytes(scratch.transcript) or b""
-    op = request(scratch.config(), "tl-provision accept --drill", "REBUILD",
-                 session_id=scratch.session, source="accept-drill")
-    op_id = op["operation_id"]
-    switch_started = time.monotonic()
-    hook = scratch.run_runner_hook(host, _tl_rebuild(scene))
-    record = scratch.wait_terminal(op_id, TERMINAL)
-    out.numbers["drill_switch_seconds"] = round(time.monotonic() - switch_started, 2)
+    record, before = _switch(scene, scratch, out, scratch.run_runner_hook)
     state = record.state.value
-    out.add("drill activated", state == "activated",
-            {"operation_id": op_id, "state": state,
-             "failure": dict(record.failure) if record.failure else None,
-             "hook_rc": hook.rc, "scratch": scratch.root, "door": "pointer"})
     new_id = record.fact("new_session_id")
     named = (host.read_bytes(scratch.pointer) or b"").decode("utf-8", "replace").strip()
     project = scratch.transcript.rsplit("/", 1)[0]
@@ -140,8 +128,32 @@ def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
             tuple(p for p in PHASES if p != "worker_spawned"))
 
 
+def _switch(scene: Scene, scratch: Scratch, out: Checklist,
+            hook_call: Callable[[Host, str], CommandResult]) -> tuple[Any, bytes]:
+    """Request a rebuild of the scratch session, make the door's hook call, wait for the end;
+    the final record and the copied transcript as it was before (``drill activated``)."""
+    from runtime.ops import request
+
+    host = scene.host
+    before = host.read_bytes(scratch.transcript) or b""
+    op = request(scratch.config(), "tl-provision accept --drill", "REBUILD",
+                 session_id=scratch.session, source="accept-drill")
+    op_id = op["operation_id"]
+    switch_started = time.monotonic()
+    hook = hook_call(host, _tl_rebuild(scene))
+    record = scratch.wait_terminal(op_id, TERMINAL)
+    out.numbers["drill_switch_seconds"] = round(time.monotonic() - switch_started, 2)
+    state = record.state.value
+    out.add("drill activated", state == "activated",
+            {"operation_id": op_id, "state": state,
+             "failure": dict(record.failure) if record.failure else None,
+             "hook_rc": hook.rc, "scratch": scratch.root, "door": scratch.door})
+    return record, before
+
+
 def _common(scene: Scene, scratch: Scratch, out: Checklist, record: Any,
             before: bytes, wanted: tuple[str, ...] = PHASES) -> None:
+    """The lines every door shares: old transcript intact, backup present, timeline complete."""
     host = scene.host
     backup = record.fact("backup") or ""
     saved = host.read_bytes(backup) if backup else None
@@ -165,26 +177,17 @@ def _tl_rebuild(scene: Scene) -> str:
     return find_tl_rebuild(scene.host, scene.profile)
 
 
-def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: bytes,
-           old_pid: int, old_argv: list[str]) -> None:
+def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, old_pid: int,
+           old_argv: list[str]) -> None:
+    """What a process door shows: the pane's new pid, its channel flags and channel servers."""
     from runtime.identity import channel_flags
 
-    host = scene.host
     activated = record.state.value == "activated"
     after_id = record.fact("identity_after")
-    now = scratch.pane_pid(host)
+    now = scratch.pane_pid(scene.host)
     out.add("drill pane pid changed", activated and bool(after_id) and str(old_pid) != after_id
             and str(now) == after_id,
             {"before": old_pid, "identity_after": after_id, "pane_pid_now": now})
-    backup = record.fact("backup") or ""
-    saved = host.read_bytes(backup) if backup else None
-    _old_transcript(host, scratch, out, record, before, saved)
-    found = host.stat(backup) if backup else None
-    out.add("drill backup present",
-            saved is not None and _sha(saved) == record.fact("source_sha256")
-            and found is not None and found.mode == 0o600,
-            {"backup": backup, "mode": oct(found.mode) if found else None,
-             "sha256": _sha(saved)})
     new_argv = claude_argv(now, scene.manifest.binary) if now and scene.manifest else []
     wanted = list(dict.fromkeys([*channel_flags(old_argv),
                                  *channel_flags(scratch.config().switch.channel_flags)]))
@@ -194,18 +197,14 @@ def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, before: 
     out.add("drill channel flags on the new process",
             activated and not missing and bool(new_session) and new_session in new_argv,
             {"pid": now, "argv": new_argv, "required": wanted, "missing": missing})
-    events = scratch.events(record.operation_id)
-    _servers_recognised(scratch, out, events)
-    phases = [event.get("phase") for event in events]
-    absent = [phase for phase in PHASES if phase not in phases]
-    out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})
+    _servers_recognised(scratch, out, scratch.events(record.operation_id))
 
 
 def _servers_recognised(scratch: Scratch, out: Checklist,
                         events: list[dict[str, Any]]) -> None:
-    """Every expected channel server was recognised by the switch's own health check."""
+    """Every expected channel server — plugin ones too — was recognised by the switch's own
+    health check; one without a stand-in fails with the reason."""
     expected = list(scratch.config().switch.expected_channel_servers)
-    plugins = [c for c in scene_channels(scratch) if c.startswith("plugin:")]
     health = next((e for e in events if e.get("phase") == "health"), {})
     found = health.get("channel_servers") or {}
     status = {name: (found.get(name) or {}).get("status", "not checked") for name in expected}
@@ -215,14 +214,7 @@ def _servers_recognised(scratch: Scratch, out: Checklist,
             not scratch.no_standin,
             {"expected": expected, "status": status, "health_reason": reason,
              "standins": list(scratch.standins),
-             "without_standin": dict(scratch.no_standin),
-             "not_drilled": {c: "plugin channel: the scratch installs no plugin; the real "
-                             "switch checks it through installed_plugins.json" for c in plugins}})
-
-
-def scene_channels(scratch: Scratch) -> list[str]:
-    """The deployment's own expected channels (before the scratch dropped plugin ones)."""
-    return list(scratch.real_channels)
+             "without_standin": dict(scratch.no_standin)})
 
 
 def _old_transcript(host: Host, scratch: Scratch, out: Checklist, record: Any, before: bytes,

@@ -5,7 +5,9 @@ Everything is written through ``provision.host`` under ``<state_dir>/accept-dril
     home/                 the scratch claude's HOME (.claude.json whose only MCP servers are
                           harmless stand-ins of the expected channel servers, same names and
                           argv shape — provision/accept/standins.py —, .claude/settings.json
-                          without hooks/plugins/status line)
+                          without hooks/status line, whose only plugins are stand-ins of the
+                          expected plugin channels, installed under .claude/plugins/)
+    market/               directory marketplaces of stand-in plugins (when the real one is one)
     config/               CLAUDE_CONFIG_DIR, only when the profile sets claude.config_dir
     work/                 the scratch workdir (empty: no .mcp.json, no CLAUDE.md)
     state/                the scratch operations store
@@ -55,7 +57,6 @@ class Scratch:
     dropped_servers: tuple[str, ...]
     standins: tuple[str, ...] = ()
     no_standin: tuple[tuple[str, str], ...] = ()
-    real_channels: tuple[str, ...] = ()
     door: str = "tmux"
 
     @property
@@ -170,7 +171,8 @@ def prepare_scratch(scene: Scene, tag: str, door: str = "tmux") -> Scratch:
     host.ensure_dir(project, 0o700)
     transcript = f"{project}/{source.name}"
     host.write_file(transcript, host.read_bytes(str(source)) or b"", mode=0o600, backup=False)
-    dropped, standins, missing = _write_claude_state(scene, config_dir or home, claude_dir, work)
+    dropped, standins, missing = _write_claude_state(scene, config_dir or home, claude_dir, work,
+                                                     f"{root}/market")
     config_path = f"{root}/threadline.toml"
     host.write_file(config_path, _scratch_config(scene, project, work, state, tag, door,
                                                  f"{root}/pointer"), mode=0o600, backup=False)
@@ -179,8 +181,7 @@ def prepare_scratch(scene: Scene, tag: str, door: str = "tmux") -> Scratch:
                         backup=False)
     return Scratch(root, home, config_dir, work, state, config_path, transcript, source.stem,
                    f"tl-drill-{tag}", tuple(scene.claude_env_prefix(home, config_dir)), dropped,
-                   standins, tuple(sorted(missing.items())),
-                   tuple(config.switch.expected_channel_servers), door)
+                   standins, tuple(sorted(missing.items())), door)
 
 
 def _json_of(host: Host, path: str) -> dict[str, Any]:
@@ -191,8 +192,8 @@ def _json_of(host: Host, path: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write_claude_state(scene: Scene, base: str, claude_dir: str,
-                        work: str) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
+def _write_claude_state(scene: Scene, base: str, claude_dir: str, work: str,
+                        market: str) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, str]]:
     from provision.accept.standins import standins
 
     host, spec = scene.host, scene.profile.claude
@@ -219,9 +220,66 @@ def _write_claude_state(scene: Scene, base: str, claude_dir: str,
                     backup=False)
     settings = _json_of(host, spec.settings_path)
     kept = {k: settings[k] for k in SETTINGS_KEYS if k in settings}
+    plugins = [c for c in (config.switch.expected_channel_servers if config else ())
+               if c.startswith("plugin:")]
+    files, extra, problems = _plugin_standins(scene, plugins, claude_dir, market)
+    for path, data in files.items():
+        host.ensure_dir(path.rsplit("/", 1)[0], 0o700)
+        host.write_file(path, json.dumps(data, indent=2).encode(), mode=0o600, backup=False)
+    kept.update({k: v for k, v in extra.items() if v})
+    missing.update(problems)
     host.write_file(f"{claude_dir}/settings.json", json.dumps(kept, indent=2).encode(),
                     mode=0o600, backup=False)
-    return tuple(sorted(dropped)), tuple(servers), missing
+    drilled = (*servers, *(c for c in plugins if c not in problems))
+    return tuple(sorted(dropped)), drilled, missing
+
+
+def _plugin_standins(scene: Scene, plugins: list[str], claude_dir: str, market: str
+                     ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """Stand-in plugins for the deployment's plugin channels (provision/accept/standins.py),
+    resolved from its real install exactly as the health check resolves them; a plugin the
+    health check could not recognise gets none and is reported with the check's reason."""
+    from pathlib import Path
+
+    from provision.accept.standins import plugin_standins
+    from provision.errors import HostError
+    from runtime.servers import plugin_expected
+
+    host, spec = scene.host, scene.profile.claude
+    real_dir = (spec.config_dir or f"{spec.home.rstrip('/')}/.claude").rstrip("/")
+
+    def read(path: Path) -> str | None:
+        try:
+            raw = host.read_bytes(str(path))
+        except HostError:
+            return None
+        return raw.decode("utf-8", "replace") if raw is not None else None
+
+    env = {"HOME": spec.home, **({"CLAUDE_CONFIG_DIR": spec.config_dir}
+                                if spec.config_dir else {})}
+    known = _json_of(host, f"{real_dir}/plugins/known_marketplaces.json")
+    installed = (_json_of(host, f"{real_dir}/plugins/installed_plugins.json").get("plugins")
+                 or {})
+    settings_known = _json_of(host, spec.settings_path).get("extraKnownMarketplaces") or {}
+    wanted, problems = [], {}
+    for channel in plugins:
+        plugin = channel.removeprefix("plugin:")
+        expected = plugin_expected(channel, Path(real_dir), env, read=read)
+        if expected.problem:
+            problems[channel] = expected.problem
+            continue
+        entries = installed.get(plugin) if isinstance(installed, dict) else None
+        version = next((str(e["version"]) for e in entries or [] if isinstance(e, dict)
+                        and isinstance(e.get("version"), str)), "0.0.0")
+        market_name = plugin.rpartition("@")[2]
+        # claude also learns a marketplace from settings.json (seen with 2.1.328: a start
+        # re-added a marketplace missing from known_marketplaces.json)
+        entry = known.get(market_name) or (settings_known.get(market_name)
+                                           if isinstance(settings_known, dict) else None)
+        wanted.append((plugin, expected.specs, entry, version))
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    files, extra = plugin_standins(wanted, claude_dir, market, now)
+    return files, extra, problems
 
 
 def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str,
@@ -230,12 +288,8 @@ def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str,
     data = tomllib.loads(raw.decode("utf-8"))
     data.update(project_dir=project, workdir=work, state_dir=state)
     switch = data.setdefault("switch", {})
-    # The deployment's expected channel servers stay (the scratch has stand-ins of them), but
-    # plugin channels: the scratch installs no plugin (they are listed as not drilled).
-    expected = [c for c in switch.get("expected_channel_servers", [])
-                if not c.startswith("plugin:")]
+    # The deployment's expected channel servers stay: the scratch has stand-ins of them.
     switch.update(door=door, worker_log=f"{state}/worker.log",
-                  expected_channel_servers=expected,
                   tmux={"target": TARGET, "socket_name": f"tl-drill-{tag}"})
     switch.pop("systemd", None)
     switch.pop("pointer", None)

@@ -105,3 +105,47 @@ def test_accept_and_drill_pass_on_a_provisioned_machine_with_the_real_cli(
     assert set(old["appended_by_the_old_claude"]) <= {"cost-state"}, old
     print(f"hook_ms={report.numbers['hook_ms']} drill_seconds={report.numbers['drill_seconds']}"
           f" drill_switch_seconds={report.numbers['drill_switch_seconds']}")
+
+
+def test_the_drill_recognises_plugin_channels_through_stand_in_plugins_with_the_real_cli(
+        pane: ClaudePane, fake_api: FakeApi, machine: Machine, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two plugin channels, both shapes a real install has: one from a directory marketplace
+    installed with the real ``claude plugin install`` (runs in place, behind ``sh -c``) and
+    the official Telegram plugin's layout (runs from the cache). The real CLI in the scratch
+    must start both stand-in plugins and the switch's health check recognise them; the user's
+    plugin server is never started by the drill."""
+    from tests.e2e.test_channel_health import MARKET, PLUGIN, install_plugin
+    from tests.provision.test_accept_drill import install_official_plugin
+
+    for key in ("ANTHROPIC_BASE_URL", "CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF",
+                "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL", "TMPDIR"):
+        monkeypatch.setenv(key, machine.env[key])
+    install_plugin(machine)
+    install_official_plugin(machine.home)
+    local, official = f"plugin:{PLUGIN}@{MARKET}", "plugin:telegram@claude-plugins-official"
+    extra = (local, "--channels", official)  # local: a second development-channels value
+    pane.start(pane.launch_argv(*extra))
+    pane.type_prompt("the first words")
+    pane.wait_said("echo[")
+    pane.respawn(pane.launch_argv(*extra, continue_=True))
+    profile = install(machine, pane, tmp_path / "install")
+    plugin_log = machine.root / "channel-plugin.jsonl"
+    wait_for(lambda: plugin_log.exists(), what="the user's plugin server started")
+    starts = plugin_log.read_text().count('"started"')
+
+    loaded = load_profile(profile)
+    report = run_accept(loaded, LocalHost(loaded.host), drill=True, pause=0.5)
+
+    seen = {line.name: line.status for line in report.lines}
+    assert all(seen.get(name) == PASS for name in DRILL), \
+        [(x.name, x.evidence) for x in report.failed]
+    servers = next(x.evidence for x in report.lines
+                   if x.name == "drill channel servers recognised")
+    assert seen["drill channel servers recognised"] == PASS, servers
+    assert servers["status"] == {"companion": "running", local: "running",
+                                 official: "running"}
+    assert servers["without_standin"] == {}
+    assert plugin_log.read_text().count('"started"') == starts  # the drill never ran it
+    print(f"drill_seconds={report.numbers['drill_seconds']}"
+          f" drill_switch_seconds={report.numbers['drill_switch_seconds']}")

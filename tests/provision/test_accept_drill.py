@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.accept import FAIL, PASS, Checklist
+from provision.accept import FAIL, PASS, SKIP, Checklist
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
 from tests.fixtures.tmux import TmuxServer, wait_for
 from tests.provision.conftest import Deployment
@@ -34,6 +34,7 @@ if sys.argv[1:2] == ["--version"]:
 from tests.fixtures.standin_claude import main
 sys.exit(main(sys.argv[1:]))
 """
+PLUGIN = "plugin:telegram@claude-plugins-official"  # in the conftest deployment's LAUNCH_FLAGS
 DRILL = ("drill scratch ready", "drill old claude running", "drill activated",
          "drill pane pid changed", "drill old transcript byte-identical", "drill backup present",
          "drill channel flags on the new process", "drill channel servers recognised",
@@ -45,6 +46,46 @@ def deployment(deployment: Deployment) -> Deployment:
     """The conftest deployment with the Python stand-in as its claude."""
     deployment.claude.write_text(STAND_IN)
     return deployment
+
+
+def install_official_plugin(home: Path, marketplace: bool = True) -> Path:
+    """The files ``claude plugin install telegram@claude-plugins-official`` leaves in HOME
+    (2.1.328 layout; the manifest is the official plugin's ``bun run … start``); returns the
+    installPath. ``marketplace=False``: without its known_marketplaces entry (claude then
+    starts nothing)."""
+    import json
+
+    plugins = home / ".claude" / "plugins"
+    root = plugins / "cache" / "claude-plugins-official" / "telegram" / "0.0.6"
+    (root / ".claude-plugin").mkdir(parents=True)
+    (root / ".claude-plugin" / "plugin.json").write_text(json.dumps(
+        {"name": "telegram", "version": "0.0.6", "description": "Telegram channel"}))
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"telegram": {
+        "command": "bun", "args": ["run", "--cwd", "${CLAUDE_PLUGIN_ROOT}", "--shell=bun",
+                                   "--silent", "start"]}}}))
+    stamp = "2026-11-30T10:00:00.000Z"
+    listed = plugins / "installed_plugins.json"
+    data = json.loads(listed.read_text()) if listed.exists() else {"version": 2, "plugins": {}}
+    data["plugins"]["telegram@claude-plugins-official"] = [{
+        "scope": "user", "installPath": str(root), "version": "0.0.6",
+        "installedAt": stamp, "lastUpdated": stamp,
+        "gitCommitSha": "3f1c0e7d9a2b4c6e8f0a1b3c5d7e9f1a2b4c6d8e"}]
+    listed.write_text(json.dumps(data, indent=2))
+    source = {"source": "github", "repo": "anthropics/claude-plugins-official"}
+    settings = home / ".claude" / "settings.json"
+    data = json.loads(settings.read_text())
+    data.setdefault("enabledPlugins", {})["telegram@claude-plugins-official"] = True
+    if marketplace:
+        known_path = plugins / "known_marketplaces.json"
+        known = json.loads(known_path.read_text()) if known_path.exists() else {}
+        known["claude-plugins-official"] = {
+            "source": source, "lastUpdated": stamp,
+            "installLocation": str(plugins / "marketplaces" / "claude-plugins-official")}
+        known_path.write_text(json.dumps(known))
+        data.setdefault("extraKnownMarketplaces", {})["claude-plugins-official"] = {
+            "source": source}
+    settings.write_text(json.dumps(data))
+    return root
 
 
 def drill_lines(report: Checklist) -> dict[str, str]:
@@ -71,6 +112,7 @@ def scratch_processes(root: Path) -> list[int]:
 
 def test_drill_activates_a_scratch_copy_and_leaves_the_real_session_alone(
         installed: Deployment) -> None:  # noqa: F811
+    install_official_plugin(installed.home)
     transcripts = sorted((installed.home / ".claude" / "projects").rglob("*.jsonl"))
     before = {p: digest(p) for p in transcripts}
     real_pid = installed.tmux.pane_pid(installed.target)
@@ -87,11 +129,14 @@ def test_drill_activates_a_scratch_copy_and_leaves_the_real_session_alone(
     flags = evidence(report, "drill channel flags on the new process")
     assert "--dangerously-load-development-channels server:companion" in flags["required"]
     assert "--channels plugin:telegram@claude-plugins-official" in flags["required"]
-    # The switch's own health check recognised the stand-in of `companion` (registered in the
-    # real HOME as /bin/cat, which never ran in the scratch); the plugin is named, not drilled.
+    # The switch's own health check recognised the stand-ins of `companion` (registered in the
+    # real HOME as /bin/cat, which never ran in the scratch) and of the Telegram plugin (its
+    # real `bun` server never ran: there is no bun here, and the stand-in claude ran the
+    # stand-in plugin's server from the scratch install).
     servers = evidence(report, "drill channel servers recognised")
-    assert servers["status"] == {"companion": "running"} and servers["standins"] == ["companion"]
-    assert list(servers["not_drilled"]) == ["plugin:telegram@claude-plugins-official"]
+    assert servers["status"] == {"companion": "running", PLUGIN: "running"}
+    assert servers["standins"] == ["companion", PLUGIN]
+    assert servers["without_standin"] == {}
     # the real target, transcripts and store were never touched; the scratch is gone
     assert installed.tmux.pane_pid(installed.target) == real_pid
     assert {p: digest(p) for p in transcripts} == before
@@ -136,7 +181,7 @@ def test_drill_fails_with_the_reason_when_a_channel_server_is_not_where_claude_r
     assert lines["drill activated"] == FAIL
     assert lines["drill channel servers recognised"] == FAIL
     found = evidence(report, "drill channel servers recognised")
-    assert found["status"] == {"companion": "absent"}
+    assert found["status"]["companion"] == "absent"
     assert "channel server(s) not running: companion ('companion' is not a stdio server " \
         "registered in" in found["health_reason"]
     assert "companion" in found["without_standin"]
@@ -169,3 +214,80 @@ def test_cleanup_kills_and_lists_a_process_left_behind_in_the_scratch(
     assert line.status == PASS
     assert [p["pid"] for p in line.evidence["killed_after_grace"]] == [stray.pid]
     assert not Path(scratch.root).exists()  # no drill line failed: the scratch is removed
+
+
+def test_drill_fails_with_the_reason_when_a_plugin_channel_is_not_installed(
+        installed: Deployment) -> None:  # noqa: F811
+    # The deployment launches with --channels plugin:telegram@… but the plugin is not
+    # installed: every real switch would say "not verifiable"; the drill fails and says why.
+    report = accept(installed, drill=True)
+    lines = drill_lines(report)
+    assert lines["drill activated"] == PASS  # the switch itself works
+    assert lines["drill channel servers recognised"] == FAIL
+    found = evidence(report, "drill channel servers recognised")
+    assert found["status"] == {"companion": "running", PLUGIN: "not_verifiable"}
+    reason = found["without_standin"][PLUGIN]
+    assert reason.startswith("plugin 'telegram@claude-plugins-official' has no installPath in ")
+    assert str(installed.home / ".claude" / "plugins" / "installed_plugins.json") in reason
+    assert report.exit_code == 1
+
+
+def test_drill_fails_when_the_plugin_would_not_start_because_its_marketplace_is_unknown(
+        installed: Deployment) -> None:  # noqa: F811
+    # Installed and enabled, but its marketplace is not in known_marketplaces.json: claude
+    # 2.1.328 starts no server for it (measured). The stand-in keeps that shape, so the
+    # drill's health check finds the plugin's server absent, as every real switch would.
+    install_official_plugin(installed.home, marketplace=False)
+    report = accept(installed, drill=True)
+    lines = drill_lines(report)
+    assert lines["drill channel servers recognised"] == FAIL
+    found = evidence(report, "drill channel servers recognised")
+    assert found["status"] == {"companion": "running", PLUGIN: "absent"}
+    assert found["standins"] == ["companion", PLUGIN]
+    assert f"channel server(s) not running: {PLUGIN}" in found["health_reason"]
+    assert lines["drill no orphans"] == PASS
+
+
+def test_a_systemd_deployment_is_told_its_door_was_not_drilled(
+        installed: Deployment, tmp_path: Path) -> None:  # noqa: F811
+    # The rendered config of a systemd deployment (the unit is never addressed: the drill
+    # switches a private tmux pane). The report must say the door itself was not drilled.
+    install_official_plugin(installed.home)
+    text = installed.config_path.read_text()
+    text = text.replace('door = "tmux"', 'door = "systemd"', 1).replace(
+        'unit = ""', 'unit = "tl-no-such-unit.service"', 1).replace(
+        'pointer_path = ""', f'pointer_path = "{tmp_path / "pointer"}"', 1)
+    installed.config_path.write_text(text)
+    report = accept(installed, drill=True)
+    door = next(x for x in report.lines if x.name == "drill systemd door")
+    assert door.status == SKIP and door.evidence.startswith("not drilled: the systemd door")
+    scratch = evidence(report, "drill scratch ready")
+    assert (scratch["door"], scratch["deployment_door"]) == ("tmux", "systemd")
+    assert drill_lines(report)["drill activated"] == PASS
+    assert not (tmp_path / "pointer").exists()  # the real pointer was never written
+
+
+def test_a_marketplace_known_only_from_settings_is_carried_into_the_stand_in(
+        installed: Deployment) -> None:  # noqa: F811
+    # claude re-adds a marketplace of settings.json's extraKnownMarketplaces at start, so the
+    # real plugin starts; the stand-in must get the same entry, with the same source.
+    import json
+
+    from provision.accept import load_scene
+    from provision.accept.scratch import _plugin_standins
+    from provision.host import LocalHost
+    from provision.profile import load_profile
+
+    install_official_plugin(installed.home, marketplace=False)
+    source = {"source": "github", "repo": "anthropics/claude-plugins-official"}
+    data = json.loads(installed.settings.read_text())
+    data["extraKnownMarketplaces"] = {"claude-plugins-official": {"source": source}}
+    installed.settings.write_text(json.dumps(data))
+    profile = load_profile(installed.profile_path)
+    out = Checklist(profile.host, stage="drill")
+    scene = load_scene(profile, LocalHost(profile.host), out)
+    files, settings, problems = _plugin_standins(scene, [PLUGIN], "/s/cfg", "/s/market")
+    assert problems == {}
+    known = files["/s/cfg/plugins/known_marketplaces.json"]["claude-plugins-official"]
+    assert known["source"] == source
+    assert settings["extraKnownMarketplaces"] == {"claude-plugins-official": {"source": source}}
