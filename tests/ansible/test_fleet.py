@@ -1,0 +1,145 @@
+"""Real ``ansible-playbook`` drives the collection's role and module against a fleet of four
+companions on this machine (tests/ansible/conftest.py): three healthy, one whose pane runs no
+claude. The tests build on each other in file order (fresh → installed → applied → drifted);
+each checks the state it starts from, so one run alone fails loudly instead of lying."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from tests.ansible.conftest import Fleet, parse_recap
+
+pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
+
+COMPANIONS = "threadline.companion.companions"
+DRIFT = "threadline.companion.drift"
+HEALTHY = ("alpha", "beta", "gamma")
+
+
+def recap(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
+    found = parse_recap(done.stdout)
+    assert found, f"no PLAY RECAP in ansible-playbook output:\n{done.stdout}\n{done.stderr}"
+    return found
+
+
+def task_output(stdout: str, host: str, task_title: str) -> str:
+    """The output lines of ``task_title`` for ``host`` (from the TASK banner to the next)."""
+    blocks = re.split(r"^TASK \[", stdout, flags=re.M)
+    block = next((b for b in blocks if b.startswith(task_title)), "")
+    lines = block.splitlines()
+    return "\n".join(line for line in lines if f"[{host}]" in line or not line.startswith(
+        ("ok:", "changed:", "failed:", "fatal:", "skipping:")))
+
+
+def snapshot(fleet: Fleet) -> dict[str, dict[str, object]]:
+    """What a run may change, per host: settings bytes, MCP registrations, managed files.
+    (The real claude CLI stamps its own migration keys into .claude.json on any call.)"""
+    return {name: {"settings": w.settings.read_bytes(),
+                   "mcp": json.loads((w.home / ".claude.json").read_text())["mcpServers"],
+                   "config": w.config_path.exists(), "profile": w.profile_path.exists(),
+                   "state": w.state_dir.exists(), "prefix": w.prefix.exists()}
+            for name, w in fleet.worlds.items()}
+
+
+def test_check_mode_on_fresh_hosts_changes_nothing(fleet: Fleet) -> None:
+    before = snapshot(fleet)
+    assert not any(host["prefix"] for host in before.values()), "fleet is not fresh"
+    done = fleet.play(COMPANIONS, "--check", "--diff")
+    seen = recap(done)
+    assert set(seen) == {*HEALTHY, "broken"}
+    assert all(seen[h]["failed"] == 0 and seen[h]["changed"] >= 1 for h in seen), done.stdout
+    assert "is not installed yet" in done.stdout
+    assert snapshot(fleet) == before
+
+
+def test_check_diff_on_installed_hosts_shows_config_and_settings_and_changes_nothing(
+        fleet: Fleet) -> None:
+    done = fleet.play(COMPANIONS, "--tags", "threadline_install")
+    assert done.returncode == 0, done.stdout
+    assert all(w.prefix.joinpath("bin", "tl-provision").exists() for w in fleet.worlds.values())
+    before = snapshot(fleet)
+    done = fleet.play(COMPANIONS, "--check", "--diff", "--limit", ",".join(HEALTHY))
+    seen = recap(done)
+    assert all(seen[h]["failed"] == 0 for h in HEALTHY), done.stdout
+    for name in HEALTHY:
+        world = fleet.worlds[name]
+        assert f"+++ after: {world.config_path}" in done.stdout
+        assert f"+++ after: {world.settings} hooks.Stop" in done.stdout
+        assert f"+++ after: {world.profile_path}" in done.stdout
+    assert "+resume_argv = [" in done.stdout
+    assert "tl-rebuild hook-stop" in done.stdout
+    assert snapshot(fleet) == before
+
+
+def test_apply_installs_every_healthy_host_and_the_broken_one_fails_alone(fleet: Fleet) -> None:
+    done = fleet.play(COMPANIONS)
+    seen = recap(done)
+    assert done.returncode == 2
+    for name in HEALTHY:
+        assert seen[name]["failed"] == 0 and seen[name]["changed"] >= 1, (name, done.stdout)
+        world = fleet.worlds[name]
+        assert world.config_path.exists() and (world.state_dir / "provision.json").exists()
+        settings = json.loads(world.settings.read_text())
+        assert settings["model"] == "opus"
+        assert any("tl-rebuild hook-stop" in h["command"]
+                   for g in settings["hooks"]["Stop"] for h in g["hooks"])
+    assert seen["broken"]["failed"] == 1
+    fatal = [line for line in done.stdout.splitlines() if line.startswith("fatal: [")]
+    assert [line.split("]")[0] for line in fatal] == ["fatal: [broken"], fatal
+    assert "LaunchCommand failed" in done.stdout
+    assert not fleet.worlds["broken"].config_path.exists()
+    assert "Acceptance checklist" in done.stdout
+    assert all(seen[h]["ok"] >= 4 for h in HEALTHY)  # venv, stat, apply, accept
+
+
+def test_second_apply_reports_changed_zero_on_every_host(fleet: Fleet) -> None:
+    assert all((w.state_dir / "provision.json").exists()
+               for n, w in fleet.worlds.items() if n in HEALTHY), "fleet is not applied"
+    done = fleet.play(COMPANIONS, "--limit", ",".join(HEALTHY))
+    seen = recap(done)
+    assert done.returncode == 0, done.stdout
+    assert {h: seen[h]["changed"] for h in HEALTHY} == dict.fromkeys(HEALTHY, 0), done.stdout
+    assert {h: seen[h]["failed"] for h in HEALTHY} == dict.fromkeys(HEALTHY, 0)
+
+
+def test_a_bad_profile_fails_its_host_alone_with_the_path_of_each_error(fleet: Fleet) -> None:
+    beta = fleet.worlds["beta"]
+    bad = beta.profile()
+    del bad["door"]["tmux"]["target"]
+    bad["claude"]["home"] = "relative/home"
+    profile_before = beta.profile_path.read_bytes()
+    inventory = fleet.inventory("bad-beta.yml", beta={"threadline_profile": bad})
+    done = fleet.play(COMPANIONS, "--limit", ",".join(HEALTHY), inventory=inventory)
+    seen = recap(done)
+    assert seen["beta"]["failed"] == 1
+    assert {h: seen[h]["failed"] for h in ("alpha", "gamma")} == {"alpha": 0, "gamma": 0}
+    assert {h: seen[h]["changed"] for h in ("alpha", "gamma")} == {"alpha": 0, "gamma": 0}
+    fatal = next(line for line in done.stdout.splitlines() if line.startswith("fatal: [beta]"))
+    assert f"host profile for {beta.profile_path} refused" in fatal
+    assert "door.tmux.target: required" in fatal
+    assert "claude.home: 'relative/home' does not match '^/'" in fatal
+    assert beta.profile_path.read_bytes() == profile_before
+
+
+def test_drift_playbook_passes_on_clean_hosts_then_fails_and_names_the_drifted_one(
+        fleet: Fleet) -> None:
+    clean = fleet.play(DRIFT, "--check", "--limit", ",".join(HEALTHY))
+    assert clean.returncode == 0, clean.stdout
+    assert all(recap(clean)[h]["failed"] == 0 for h in HEALTHY)
+    gamma = fleet.worlds["gamma"]
+    settings = json.loads(gamma.settings.read_text())
+    del settings["hooks"]["Stop"]  # a hand-made change: somebody removed our hook
+    gamma.settings.write_text(json.dumps(settings, indent=2))
+    before = snapshot(fleet)
+    done = fleet.play(DRIFT, "--check", "--diff", "--limit", ",".join(HEALTHY))
+    seen = recap(done)
+    assert done.returncode == 2
+    assert {h: seen[h]["failed"] for h in HEALTHY} == {"alpha": 0, "beta": 0, "gamma": 1}
+    fatal = [line for line in done.stdout.splitlines() if line.startswith("fatal: [")]
+    assert len(fatal) == 1 and fatal[0].startswith("fatal: [gamma]")
+    assert "drift since the last apply" in fatal[0] and "hook" in fatal[0]
+    assert snapshot(fleet) == before
