@@ -7,7 +7,8 @@ and a Threadline venv prefix. Ansible reaches every host with ``ansible_connecti
 home, temp dirs and config are private to the run, so nothing under the real ``~/.ansible`` is
 touched. The collection is the tarball ``ansible-galaxy collection build`` makes from
 ``provision/ansible/``, installed into a private collections path; the venvs install the wheel
-built from this checkout (plus its dependencies) from a private wheelhouse, with no index.
+built from this checkout (plus its dependencies) from a private wheelhouse, with no index
+(pip's environment: PIP_NO_INDEX, PIP_FIND_LINKS).
 """
 
 from __future__ import annotations
@@ -167,7 +168,8 @@ class Fleet:
             "vars": {"ansible_connection": "local",
                      "ansible_python_interpreter": sys.executable,
                      "threadline_python": sys.executable,
-                     "threadline_pip_extra_args": f"--no-index --find-links {self.wheelhouse}"},
+                     "threadline_pip_environment": {"PIP_NO_INDEX": "1",
+                                                    "PIP_FIND_LINKS": str(self.wheelhouse)}},
             "children": {"companions": {"hosts": hosts}}}}
         path = self.root / name
         path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -206,7 +208,7 @@ def _private_ansible_env(base: Path, collections: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Wheels of this checkout and of its dependencies (pip's cache makes the second build
-    quick), so the role's venvs install offline with ``--no-index --find-links``."""
+    quick), so the role's venvs install offline (PIP_NO_INDEX + PIP_FIND_LINKS)."""
     out = tmp_path_factory.mktemp("wheelhouse")
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", str(REPO), "-w",
                            str(out)], capture_output=True, text=True, timeout=600,
