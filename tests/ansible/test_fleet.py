@@ -1,7 +1,7 @@
 """Real ``ansible-playbook`` drives the collection's role and module against a fleet of four
 companions on this machine (tests/ansible/conftest.py): three healthy, one whose pane runs no
-claude. The tests build on each other in file order (fresh → installed → applied → drifted);
-each checks the state it starts from, so one run alone fails loudly instead of lying."""
+claude. The tests build on each other in file order (fresh → installed → applied → applied
+again → drifted); each checks the state it starts from, so one run alone fails loudly."""
 
 from __future__ import annotations
 
@@ -99,33 +99,30 @@ def test_apply_installs_every_healthy_host_and_the_broken_one_fails_alone(fleet:
         dict.fromkeys(HEALTHY, (5, 1, 1)), done.stdout
 
 
-def test_second_apply_reports_changed_zero_on_every_host(fleet: Fleet) -> None:
+def test_second_apply_reports_changed_zero_and_a_bad_profile_fails_its_host_alone(
+        fleet: Fleet) -> None:
+    # One play for both claims (it saves a fleet run): the healthy hosts are applied again,
+    # while ``broken`` now gets a profile the schema refuses.
     assert all((w.state_dir / "provision.json").exists()
                for n, w in fleet.worlds.items() if n in HEALTHY), "fleet is not applied"
-    done = fleet.play(COMPANIONS, "--limit", ",".join(HEALTHY))
-    seen = recap(done)
-    assert done.returncode == 0, done.stdout
-    assert {h: (seen[h]["ok"], seen[h]["changed"], seen[h]["failed"]) for h in HEALTHY} == \
-        dict.fromkeys(HEALTHY, (5, 0, 0)), done.stdout
-
-
-def test_a_bad_profile_fails_its_host_alone_with_the_path_of_each_error(fleet: Fleet) -> None:
-    beta = fleet.worlds["beta"]
-    bad = beta.profile()
+    broken = fleet.worlds["broken"]
+    bad = broken.profile()
     del bad["door"]["tmux"]["target"]
     bad["claude"]["home"] = "relative/home"
-    profile_before = beta.profile_path.read_bytes()
-    inventory = fleet.inventory("bad-beta.yml", beta={"threadline_profile": bad})
-    done = fleet.play(COMPANIONS, "--limit", "alpha,beta", "-e", "threadline_accept=false",
-                      inventory=inventory)
+    profile_before = broken.profile_path.read_bytes()
+    inventory = fleet.inventory("bad-profile.yml", broken={"threadline_profile": bad})
+    done = fleet.play(COMPANIONS, inventory=inventory)
     seen = recap(done)
-    assert seen["beta"]["failed"] == 1
-    assert seen["alpha"]["failed"] == 0 and seen["alpha"]["changed"] == 0, done.stdout
-    fatal = next(line for line in done.stdout.splitlines() if line.startswith("fatal: [beta]"))
-    assert f"host profile for {beta.profile_path} refused" in fatal
-    assert "door.tmux.target: required" in fatal
-    assert "claude.home: 'relative/home' does not match '^/'" in fatal
-    assert beta.profile_path.read_bytes() == profile_before
+    assert done.returncode == 2
+    assert {h: (seen[h]["ok"], seen[h]["changed"], seen[h]["failed"]) for h in HEALTHY} == \
+        dict.fromkeys(HEALTHY, (5, 0, 0)), done.stdout
+    assert seen["broken"]["failed"] == 1
+    fatal = [line for line in done.stdout.splitlines() if line.startswith("fatal: [")]
+    assert len(fatal) == 1 and fatal[0].startswith("fatal: [broken]"), fatal
+    assert f"host profile for {broken.profile_path} refused" in fatal[0]
+    assert "door.tmux.target: required" in fatal[0]
+    assert "claude.home: 'relative/home' does not match '^/'" in fatal[0]
+    assert broken.profile_path.read_bytes() == profile_before
 
 
 def test_drift_playbook_fails_only_the_host_changed_by_hand_and_names_the_change(
