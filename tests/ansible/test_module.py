@@ -112,6 +112,17 @@ def test_accept_outcome_names_the_failed_lines_with_their_evidence(module: Modul
     assert outcome["msg"] == 'accept failed on box: MCP lists 7 tools: {"tools": 0}'
 
 
+def test_restart_is_passed_only_when_asked_and_only_to_apply(module: ModuleType) -> None:
+    assert module.tl_argv("/p/tl-provision", "apply", "/h.yml") == \
+        ["/p/tl-provision", "apply", "/h.yml", "--json"]
+    assert module.tl_argv("tl", "apply", "/h.yml", restart_claude=True)[-1] == "--restart-claude"
+    assert module.tl_argv("tl", "apply", "/h.yml", check=True, restart_claude=True) == \
+        ["tl", "apply", "/h.yml", "--json", "--check", "--restart-claude"]
+    assert module.tl_argv("tl", "drift", "/h.yml", check=True, restart_claude=True) == \
+        ["tl", "drift", "/h.yml", "--json"]
+    assert module.tl_argv("tl", "accept", "/h.yml", drill=True)[-1] == "--drill"
+
+
 def test_profile_text_is_the_same_for_equal_mappings(module: ModuleType) -> None:
     assert module.profile_text({"b": 1, "a": {"d": 2, "c": 3}}) == \
         module.profile_text({"a": {"c": 3, "d": 2}, "b": 1})

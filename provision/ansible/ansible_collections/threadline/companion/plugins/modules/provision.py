@@ -136,6 +136,21 @@ stderr:
   type: str
 """
 
+def tl_argv(executable: str, command: str, profile: str, *, check: bool = False,
+            restart_claude: bool = False, drill: bool = False) -> list[str]:
+    """The tl-provision argv: ``--check`` passed through to apply, ``--restart-claude`` only
+    when asked (never implicit; under ``--check`` tl-provision only says it would restart),
+    ``--drill`` only for accept."""
+    argv = [executable, command, profile, "--json"]
+    if command == "apply" and check:
+        argv.append("--check")
+    if command == "apply" and restart_claude:
+        argv.append("--restart-claude")
+    if command == "accept" and drill:
+        argv.append("--drill")
+    return argv
+
+
 def diff_entries(task: str, text: str) -> list[dict[str, str]]:
     """Ansible diff entries (before/after with headers) from one task's --diff text.
 
@@ -316,13 +331,8 @@ def main() -> None:
     if command == "accept" and module.check_mode:
         module.exit_json(changed=False, skipped=True, profile_changed=profile_changed,
                          msg="accept does not run in check mode")
-    argv = [executable, command, path, "--json"]
-    if command == "apply" and module.check_mode:
-        argv.append("--check")
-    if command == "apply" and params["restart_claude"]:
-        argv.append("--restart-claude")
-    if command == "accept" and params["drill"]:
-        argv.append("--drill")
+    argv = tl_argv(executable, command, path, check=module.check_mode,
+                   restart_claude=params["restart_claude"], drill=params["drill"])
     rc, out, err = module.run_command(argv)
     try:
         report = json.loads(out)
