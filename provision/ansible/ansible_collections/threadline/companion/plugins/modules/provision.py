@@ -53,7 +53,9 @@ options:
     type: path
     default: tl-provision
   restart_claude:
-    description: With O(command=apply), restart the live claude at the end (never implicit).
+    description:
+      - With O(command=apply), restart the live claude at the end (never implicit).
+      - In check mode tl-provision only reports that it would restart.
     type: bool
     default: false
   drill:
@@ -300,6 +302,11 @@ def _write_profile(module: AnsibleModule, executable: str, path: str,
         os.fsync(out.fileno())
     os.chmod(staged, 0o644)
     module.atomic_move(staged, path)
+    dir_fd = os.open(directory or ".", os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash
+    finally:
+        os.close(dir_fd)
     return path, entry
 
 
