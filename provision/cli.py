@@ -1,4 +1,4 @@
-"""The ``tl-provision`` command line: introspect, apply, drift, accept (provision/accept.py).
+"""The ``tl-provision`` command line: validate, introspect, apply, drift, accept.
 
 Exit codes: 0 ok (drift: clean), 1 drift found, 2 failed task or error. Errors print one line
 ``tl-provision: error: <msg>`` (a traceback only with ``--debug``).
@@ -112,6 +112,17 @@ def cmd_drift(args: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from provision.profile import load_profile
+
+    profile = load_profile(args.profile)
+    if args.json:
+        print(json.dumps({"host": profile.host, "valid": True}))
+    else:
+        print(f"{args.profile}: valid host profile for {profile.host}")
+    return 0
+
+
 def cmd_accept(args: argparse.Namespace) -> int:
     from provision.accept import cmd_accept as accept
     from provision.profile import load_profile
@@ -125,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     specs = {
+        "validate": (cmd_validate, "check a host profile against the schema; touch nothing"),
         "introspect": (cmd_introspect, "show how claude is really launched and the resume argv"),
         "apply": (cmd_apply, "install config, Stop hook, MCP server; verify; record manifest"),
         "drift": (cmd_drift, "compare the machine with the last apply (exit 0 clean, 1 drift)"),

@@ -43,6 +43,15 @@ def test_the_wheel_holds_the_schemas_the_templates_and_the_console_scripts(wheel
         assert script in text
 
 
+def test_the_wheel_holds_every_package_of_the_checkout(wheel: Path) -> None:
+    # provision.accept was once left out: tl-provision accept then failed on every install
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = sorted(str(init.relative_to(REPO)) for top in ("runtime", "provision")
+                      for init in (REPO / top).rglob("__init__.py"))
+    assert "provision/accept/__init__.py" in packages
+    assert [p for p in packages if p not in names] == []
+
+
 def test_the_installed_wheel_validates_config_and_profiles_and_renders_away_from_the_checkout(
         wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"

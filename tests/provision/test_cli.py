@@ -39,3 +39,27 @@ def test_subcommand_is_required() -> None:
     with pytest.raises(SystemExit) as caught:
         main([])
     assert caught.value.code == 2
+
+
+def test_validate_reports_every_problem_with_its_path_and_exits_2(tmp_path: Path,
+                                                                  capsys) -> None:
+    profile = tmp_path / "host.yml"
+    profile.write_text("host: h\nclaude: {user: u, home: relative}\n"
+                       "door: {kind: tmux, tmux: {}}\n"
+                       "install: {config_path: /c.toml, state_dir: /s}\n")
+    assert main(["validate", str(profile)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"tl-provision: error: invalid host profile '{profile}': ")
+    assert "door.tmux.target: required" in err[0]
+    assert "claude.home: 'relative' does not match '^/'" in err[0]
+
+
+def test_validate_accepts_a_valid_profile_and_touches_nothing(tmp_path: Path, capsys) -> None:
+    profile = tmp_path / "host.yml"
+    profile.write_text("host: h\nclaude: {user: u, home: /nonexistent/h}\n"
+                       "door: {kind: tmux, tmux: {target: 'x:0.0'}}\n"
+                       "install: {config_path: /nonexistent/c.toml, state_dir: /nonexistent/s}\n")
+    assert main(["validate", "--json", str(profile)]) == 0
+    assert capsys.readouterr().out.strip() == '{"host": "h", "valid": true}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["host.yml"]
