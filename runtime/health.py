@@ -49,7 +49,8 @@ class Expectation:
 
 @dataclass(frozen=True)
 class HealthReport:
-    """The verdict and its evidence (no conversation text)."""
+    """The verdict and its evidence (no conversation text). ``evidence["gone"]`` is True when
+    the process is gone or going (died, or said "No conversation found"): nothing runs."""
 
     ok: bool
     reason: str
@@ -69,7 +70,8 @@ def check(door: Door, want: Expectation) -> HealthReport:
         try:
             current = door.identity()
         except IdentityConflictError as exc:
-            return HealthReport(False, f"the new process is gone: {exc}", {"identity": None})
+            return HealthReport(False, f"the new process is gone: {exc}",
+                                {"identity": None, "gone": True})
         if first is None:
             first = current
             if current == want.previous_identity:
@@ -80,10 +82,13 @@ def check(door: Door, want: Expectation) -> HealthReport:
                                 {"identity": current})
         pid = door.process_pid(current)
         if pid is None or not ident.alive(pid):
-            return HealthReport(False, f"the new process {pid} died", {"identity": current})
+            return HealthReport(False, f"the new process {pid} died",
+                                {"identity": current, "gone": True})
         screen = door.screen()
         if NOT_FOUND in screen:
-            return HealthReport(False, f"the screen shows {NOT_FOUND!r}", {"pid": pid})
+            # claude exits right after saying it: gone, even if the pid still runs a moment
+            return HealthReport(False, f"the screen shows {NOT_FOUND!r}",
+                                {"pid": pid, "gone": True})
         now = time.monotonic()
         if accept and DEV_WARNING in screen and now - last_press > 1.0 and door.confirm():
             confirmed, last_press = confirmed + 1, now

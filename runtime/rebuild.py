@@ -20,7 +20,7 @@ from typing import Any
 
 from runtime import identity as ident
 from runtime import proc, restart
-from runtime.errors import IdentityConflictError, StoreError, ThreadlineError
+from runtime.errors import DoorError, IdentityConflictError, StoreError, ThreadlineError
 from runtime.items import sha256_text
 from runtime.job import (
     Abort,
@@ -297,6 +297,8 @@ class Rebuild(Job):
                 old_id, "", ident.channel_flags(old_argv)), self._config_dir())
             self.note("resumed_health", {"ok": check.ok, "reason": check.reason,
                                          **check.evidence})
+            if check.evidence.get("gone"):  # however soon it died: a failed resume, no rollback
+                raise DoorError(f"the resumed old session is not running: {check.reason}")
             after = check.evidence.get("identity") or self.door.identity()
         except ThreadlineError as exc:
             self.move(State.FAILED, "failed", {"code": "resume_failed", "message": str(exc)},

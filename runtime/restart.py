@@ -52,6 +52,20 @@ def session_record_problem(config_dir: Path, pid: int, session_id: str,
     return f"claude pid {pid}'s session record names {named!r}, not {session_id!r}", named
 
 
+def missing_transcript(project_dir: Path | None, session_id: str) -> str | None:
+    """Why ``claude --resume session_id`` cannot work, before anything is stopped: claude
+    writes a session's transcript only once something is said, and resuming a session without
+    one ends with "No conversation found" after the running claude is gone (measured, 2.1.328)."""
+    if project_dir is None:
+        return None
+    path = project_dir / f"{session_id}.jsonl"
+    if path.is_file():
+        return None
+    return (f"session {session_id} has no transcript {str(path)!r} (claude writes it once "
+            f"something is said): a resume would end with {health.NOT_FOUND!r} after claude is "
+            f"gone; nothing was restarted — say something to claude first")
+
+
 def ready(door: Door, want: health.Expectation,
           config_dir: Path | None) -> health.HealthReport:
     """Judge a freshly started claude: the health check, then its own session record."""
@@ -99,6 +113,9 @@ def _run_restart(args: argparse.Namespace) -> int:
     from runtime.job import carried_environment, environment_digests, with_environment
 
     config = load_config(config_path_from(args.config))
+    unresumable = missing_transcript(config.project_dir, args.session)
+    if unresumable:
+        raise DoorError(unresumable)
     door = open_door(config)
     previous = door.identity()
     pid = door.process_pid(previous)

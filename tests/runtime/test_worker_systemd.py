@@ -22,6 +22,7 @@ from tests.fixtures.standin_claude import project_dir_for, write_transcript
 from tests.fixtures.switch_world import CHANNEL, STANDIN, TL_REBUILD, TURNS, toml_value
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import wait_for
+from tests.provision.conftest import install_stand_in
 
 pytestmark = pytest.mark.real_systemd
 UNIT = "tl-switch-test.service"
@@ -43,9 +44,10 @@ def setup_unit(sandbox: SystemdSandbox, resume_channels: tuple[str, ...] = CHANN
     write_transcript(project / f"{old}.jsonl", old, str(work), TURNS)
     pointer = share / "session.pointer"
     write_pointer(pointer, old)
-    claude = share / "claude"
-    claude.write_text(f"#!/bin/sh\nexec {sys.executable} {STANDIN} \"$@\"\n")
-    claude.chmod(0o755)
+    # laid out as npm installs claude: introspect identifies it by its install, not its name
+    (share / "bin").mkdir(exist_ok=True)
+    claude = install_stand_in(share / "bin",
+                              f"#!{sys.executable}\n" + STANDIN.read_text().split("\n", 1)[1])
     config = share / "threadline.toml"
     config.write_text("\n".join([
         f"project_dir = {toml_value(str(project))}",

@@ -18,18 +18,15 @@ from runtime.identity import parse_environ, value_digest
 from runtime.ops import request
 from runtime.store import Store
 from tests.fakes import SandboxHost
+from tests.fixtures.standin_claude import register_server, sleeper_argv
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import wait_for
 from tests.runtime.test_worker_systemd import END, UNIT, fire_stop, setup_unit, starts
-
-MERGE_BROKEN = ("known broken after the stop-19 merges: fixture shaped for the pre-merge "
-                "product; open work named in the closing note")
 
 pytestmark = pytest.mark.real_systemd
 SECRET = "sk-from-the-environment-file-2718"
 
 
-@pytest.mark.xfail(reason=MERGE_BROKEN, strict=False)
 def test_unit_environment_and_environment_file_are_recorded_and_carried_by_a_switch(
         systemd_sandbox: SystemdSandbox) -> None:
     sandbox, share = systemd_sandbox, systemd_sandbox.share
@@ -38,6 +35,9 @@ def test_unit_environment_and_environment_file_are_recorded_and_carried_by_a_swi
     drop_in = sandbox.state / "etc-units" / f"{UNIT}.d"
     drop_in.mkdir(exist_ok=True)
     (drop_in / "secrets.conf").write_text(f"[Service]\nEnvironmentFile={share}/claude.env\n")
+    # the channel the unit hears, registered where claude reads it (the unit's config dir);
+    # its argv does not name the registration
+    register_server(share / "cfg" / ".claude.json", "companion", sleeper_argv("unit"))
     sandbox.daemon_reload()
     sandbox.systemctl("restart", UNIT)
     wait_for(lambda: len(starts(sandbox)) >= 2, what="the unit restarted with its secrets")
@@ -55,7 +55,8 @@ def test_unit_environment_and_environment_file_are_recorded_and_carried_by_a_swi
     assert SECRET not in repr(launch.to_dict()) and SECRET not in "".join(launch.evidence)
 
     text = config_path.read_text().replace(
-        "[switch]\n", '[switch]\nenvironment = ["CLAUDE_CONFIG_DIR", "TL_TOKEN"]\n', 1)
+        "[switch]\n", '[switch]\nenvironment = ["CLAUDE_CONFIG_DIR", "TL_TOKEN"]\n'
+        'expected_channel_servers = ["companion"]\n', 1)
     config_path.write_text(text)
     old_pid = sandbox.main_pid(UNIT)
     op_id = request(load_config(config_path), "env", "REBUILD", session_id=old)["operation_id"]
@@ -70,6 +71,7 @@ def test_unit_environment_and_environment_file_are_recorded_and_carried_by_a_swi
     env = parse_environ(sandbox.exec("cat", f"/proc/{new_pid}/environ").stdout.encode())
     assert env["TL_TOKEN"] == SECRET and env["CLAUDE_CONFIG_DIR"] == f"{share}/cfg"
     health = next(e for e in store.events(op_id) if e["phase"] == "health")
+    assert health["channel_servers"]["companion"]["status"] == "running"
     assert health["environment"] == {"CLAUDE_CONFIG_DIR": value_digest(f"{share}/cfg"),
                                      "TL_TOKEN": value_digest(SECRET)}
     stored = [p for p in (share / "state").rglob("*") if p.is_file()
