@@ -2,9 +2,10 @@
 """``apply --restart-claude`` on the systemd door, in a real systemd 252 (private namespaces).
 
 The unit has the shape of HANDOFF §7: ``Type=forking``, claude in tmux, started through
-tl-launch. The stand-in claude (the switch tests' one, installed under the name ``claude``)
-shows the development-channels warning on every start and writes its session record only once
-the warning is answered, like 2.1.328. apply introspects the pane command, leaves the unit's
+tl-launch. The stand-in claude (the switch tests' one, laid out as npm installs claude)
+shows the development-channels warning on every start, writes its session record only once
+the warning is answered and starts the channel server registered in its ``CLAUDE_CONFIG_DIR``,
+like 2.1.328. apply introspects the pane command, leaves the unit's
 ExecStart alone, and the restart comes back ready: warning answered by the door, session
 record naming the session that ran before, the channel server up.
 """
@@ -29,13 +30,16 @@ from provision.tasks.files import Directories, LaunchDropIn, RuntimeConfig
 from provision.tasks.launcher import LaunchCommand, RestartClaude, ResumeCommand
 from runtime.doors.pointer import write_pointer
 from tests.fakes import SandboxHost
-from tests.fixtures.standin_claude import project_dir_for, write_transcript
+from tests.fixtures.standin_claude import (
+    project_dir_for,
+    register_server,
+    sleeper_argv,
+    write_transcript,
+)
 from tests.fixtures.switch_world import CHANNEL, STANDIN, TURNS
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import wait_for
-
-MERGE_BROKEN = ("known broken after the stop-19 merges: fixture shaped for the pre-merge "
-                "product; open work named in the closing note")
+from tests.provision.conftest import install_stand_in
 
 pytestmark = pytest.mark.real_systemd
 UNIT = "claude.service"
@@ -52,20 +56,18 @@ def claude_in_tmux_unit(sandbox: SystemdSandbox, tl_launch: bool = True) -> tupl
     write_transcript(project_dir_for(str(work), str(cfg)) / f"{old}.jsonl", old, str(work), TURNS)
     pointer = share / "session.pointer"
     write_pointer(pointer, old)
-    (share / "lib").mkdir()
-    real = share / "lib" / "claude"  # named claude in /proc, like the real one
-    real.write_text(STANDIN.read_text())
-    claude = share / "bin" / "claude"
-    claude.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "2.1.328 (stand-in)"; '
-                      f'exit 0; fi\nexec {sys.executable} {real} "$@"\n')
-    claude.chmod(0o755)
+    # laid out as npm installs claude (introspect identifies it by its install, not its name)
+    claude = install_stand_in(share / "bin", f"#!{sys.executable}\n" +
+                              STANDIN.read_text().split("\n", 1)[1])
+    # registered where the unit's claude reads it (CLAUDE_CONFIG_DIR), as `claude mcp add` does
+    register_server(cfg / ".claude.json", "companion", sleeper_argv("unit"))
     command = f"{claude} --continue {' '.join(CHANNEL)}"
     if tl_launch:
         command = f"{Path(sys.executable).with_name('tl-launch')} --pointer {pointer} -- {command}"
     sandbox.write_unit(UNIT, "\n".join([
         "[Service]", "Type=forking", f"WorkingDirectory={work}",
         f"Environment=CLAUDE_CONFIG_DIR={cfg} HOME={share}/home TMUX_TMPDIR={tmux_dir}",
-        "Environment=STANDIN_DEV_WARNING=1 STANDIN_SERVERS=companion",
+        "Environment=STANDIN_DEV_WARNING=1",
         f'ExecStart=/usr/bin/tmux -L {SOCKET} new-session -d -s claude -x 200 -y 50 "{command}"',
         f"ExecStop=/usr/bin/tmux -L {SOCKET} kill-server", ""]))
     sandbox.daemon_reload()
@@ -89,7 +91,6 @@ def tasks() -> list:
             Manifest(), RestartClaude(True)]
 
 
-@pytest.mark.xfail(reason=MERGE_BROKEN, strict=False)
 def test_apply_restart_claude_on_a_unit_running_claude_in_tmux_ends_ready(
         systemd_sandbox: SystemdSandbox) -> None:
     sandbox = systemd_sandbox

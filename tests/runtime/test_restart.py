@@ -23,13 +23,16 @@ from runtime.doors.tmux import TmuxDoor
 from runtime.health import Expectation
 from runtime.identity import channel_flags
 from runtime.restart import restart
-from tests.fixtures.standin_claude import project_dir_for, write_transcript
+from tests.fixtures.standin_claude import (
+    claude_json_path,
+    project_dir_for,
+    register_server,
+    sleeper_argv,
+    write_transcript,
+)
 from tests.fixtures.switch_world import CHANNEL, STANDIN, TL_REBUILD, TURNS, tmux_world, toml_value
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401
-
-MERGE_BROKEN = ("known broken after the stop-19 merges: fixture shaped for the pre-merge "
-                "product; open work named in the closing note")
 
 UNIT = "claude-companion.service"
 SOCKET = "threadline"
@@ -48,6 +51,8 @@ def tmux_unit(sandbox: SystemdSandbox, terminal: bool = True) -> tuple[Path, str
         folder.mkdir(parents=True)
     tmux_dir.chmod(0o700)
     project = project_dir_for(str(work), str(cfg))
+    # registered where the unit's claude reads it (CLAUDE_CONFIG_DIR): it starts the server
+    register_server(cfg / ".claude.json", "companion", sleeper_argv("unit"))
     old = str(uuid.uuid4())
     write_transcript(project / f"{old}.jsonl", old, str(work), TURNS)
     pointer = share / "session.pointer"
@@ -75,8 +80,7 @@ def tmux_unit(sandbox: SystemdSandbox, terminal: bool = True) -> tuple[Path, str
         "Type=forking\n"
         f"WorkingDirectory={work}\n"
         f'Environment="CLAUDE_CONFIG_DIR={cfg}" "HOME={share}/home" "TMUX_TMPDIR={tmux_dir}"\n'
-        f'Environment="STANDIN_RECORD={share}/standin.jsonl" STANDIN_DEV_WARNING=1 '
-        "STANDIN_SERVERS=companion\n"
+        f'Environment="STANDIN_RECORD={share}/standin.jsonl" STANDIN_DEV_WARNING=1\n'
         f'ExecStart=/usr/bin/tmux -L {SOCKET} new-session -d -s claude -x 200 -y 50 "{inner}"\n'
         f"ExecStop=/usr/bin/tmux -L {SOCKET} kill-server\n"
     ))
@@ -98,7 +102,6 @@ def starts(sandbox: SystemdSandbox) -> list[dict[str, object]]:
 
 
 @pytest.mark.real_systemd
-@pytest.mark.xfail(reason=MERGE_BROKEN, strict=False)
 def test_a_systemd_door_restart_ends_ready_with_the_warning_answered_in_the_units_tmux(
     systemd_sandbox: SystemdSandbox,
 ) -> None:
@@ -143,18 +146,19 @@ def test_a_systemd_door_restart_without_a_terminal_refuses_before_restarting_any
 
 
 @pytest.mark.real_tmux
-@pytest.mark.xfail(reason=MERGE_BROKEN, strict=False)
 def test_a_tmux_restart_whose_channel_server_is_missing_fails_naming_it(
     tmp_path: Path, tmux_server: TmuxServer,
 ) -> None:
     world = tmux_world(tmp_path, tmux_server, servers=("companion", "mail"))
-    world.env["STANDIN_SERVERS"] = "companion"  # "mail" is registered, but never starts
     world.start_pane(tmux_server)
+    # "mail" stays registered, but its program is gone (uninstalled): claude cannot start it
+    register_server(claude_json_path(world.env), "mail", [str(tmp_path / "gone" / "mail-mcp")])
     done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
                            str(world.config_path)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1
+    assert done.returncode == 1, done.stdout
     assert done.stderr == ("tl-rebuild: error: claude restarted through the tmux door is not "
-                           "ready: channel server(s) not running: mail\n")
+                           "ready: channel server(s) not running: mail (no process of its "
+                           "registration below the new claude)\n")
 
 
 class BlindDoor:
