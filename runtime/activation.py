@@ -61,6 +61,7 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
     watch: health.ServerWatch | None = None
     key: tuple[Any, ...] | None = None
     since = started
+    marks: dict[str, float] = {}
     while True:
         now = time.monotonic()
         try:
@@ -93,6 +94,8 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
         look = look_at(pid, current, argv, want, watch, config_dir)
         if health.DEV_WARNING in screen:
             look.pending.append("claude waits at the development-channels warning")
+        _mark(marks, now - started, look, want.session_id, argv, screen)
+        look.evidence["seen_after_s"] = marks
         if look.key != key:
             key, since = look.key, now
         held = now - since >= stable
@@ -139,6 +142,21 @@ def look_at(pid: int, identity: str, argv: tuple[str, ...], want: health.Expecta
     servers = tuple(sorted((c, tuple(f["pids"])) for c, f in watch.last.items()))
     look.key = (pid, argv, servers, named)
     return look
+
+
+def _mark(marks: dict[str, float], at: float, look: Look, session_id: str,
+          argv: tuple[str, ...], screen: str) -> None:
+    """When each piece of evidence was first seen (seconds after the switch), for the
+    timeline: where the time to ``activated`` goes."""
+    seen = {"exec": session_id in argv,
+            "warning_shown": health.DEV_WARNING in screen,
+            "session_record": look.evidence.get("session_record") == session_id,
+            "channel_servers": "channel_servers" in look.evidence and not any(
+                f["status"] == "absent" for f in look.evidence["channel_servers"].values()),
+            "ready": not look.pending and not look.wrong}
+    for name, now in seen.items():
+        if now and name not in marks:
+            marks[name] = round(at, 3)
 
 
 def _server_problems(watch: health.ServerWatch) -> list[tuple[bool, str]]:

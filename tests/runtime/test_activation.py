@@ -44,6 +44,9 @@ def test_a_claude_with_every_piece_of_evidence_is_activated_with_it_recorded(
     assert evidence["session_record"] == sid  # claude's own sessions/<pid>.json
     assert evidence["missing_channel_flags"] == []
     assert evidence["channel_servers"]["companion"]["pids"] == descendants(proc.pid)
+    marks = evidence["seen_after_s"]  # when each piece of evidence was first seen
+    assert {"exec", "session_record", "channel_servers", "ready"} <= set(marks)
+    assert marks["ready"] == max(marks.values()) <= evidence["judged_after_s"]
 
 
 def test_a_server_that_starts_late_is_waited_for(
