@@ -60,8 +60,8 @@ def wait_terminal(config: Path, timeout: float = 90.0,
         operations = tl(config, "list")
         if operations and operations[0]["state"] in states:
             op = tl(config, "status", "--operation", operations[0]["operation_id"])
-            if op["state"] != "activated" or any(e["phase"] == "watch_ended"
-                                                 for e in op["events"]):
+            if op["state"] in states and (op["state"] != "activated" or any(
+                    e["phase"] == "watch_ended" for e in op["events"])):
                 return op
         return None
     return wait_for(settled, timeout=timeout, interval=0.2,  # type: ignore[return-value]
