@@ -59,6 +59,7 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
     accept = any(flag.startswith(health.DEV_FLAG) for flag in want.channel_flags)
     confirmed, last_press = 0, 0.0
     watch: health.ServerWatch | None = None
+    watched: tuple[str, ...] = ()
     key: tuple[Any, ...] | None = None
     since = started
     marks: dict[str, float] = {}
@@ -81,16 +82,19 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
         if pid is None or not ident.alive(pid):
             return _verdict(False, f"the new process {pid} died", {"identity": current},
                             started, confirmed)
-        screen = door.screen()
+        # claude names the session in its record only once it has loaded it and the warning
+        # is answered: from then on the screen has nothing to say (one tmux call less a look)
+        screen = "" if "session_record" in marks else door.screen()
         if f"{health.NOT_FOUND} with session ID: {want.session_id}" in screen:
             return _verdict(False, f"the screen shows {health.NOT_FOUND!r}", {"pid": pid},
                             started, confirmed)
         if accept and health.DEV_WARNING in screen and now - last_press > 1.0 and door.confirm():
             confirmed, last_press = confirmed + 1, now
         argv = ident.cmdline(pid) or ()
-        if want.session_id in argv and (watch is None or watch.pid != pid):
-            # the process has exec'd claude: its environ and cwd name the right registrations
-            watch = health.ServerWatch(pid, want.channel_servers, want.session_id)
+        if want.session_id in argv and (watch is None or (watch.pid, watched) != (pid, argv)):
+            # exec'd (again: ``env NAME=VALUE claude …`` execs claude in the same pid): the
+            # environ and cwd now name the registrations this claude reads
+            watch, watched = health.ServerWatch(pid, want.channel_servers, want.session_id), argv
         look = look_at(pid, current, argv, want, watch, config_dir)
         if health.DEV_WARNING in screen:
             look.pending.append("claude waits at the development-channels warning")
