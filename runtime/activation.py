@@ -130,9 +130,9 @@ def look_at(pid: int, identity: str, argv: tuple[str, ...], want: health.Expecta
     look = Look(evidence=evidence)
     if missing:
         look.wrong.append("missing channel flag(s) " + ", ".join(repr(f) for f in missing))
-    if want.workdir is not None and not health.same_dir(cwd, want.workdir):
+    if want.workdir is not None and not health._same_dir(cwd, want.workdir):
         look.wrong.append(f"cwd is {cwd!r}, expected {str(want.workdir)!r}")
-    look.wrong.extend(health.check_environment(pid, want.environment, evidence))
+    look.wrong.extend(health._check_environment(pid, want.environment, evidence))
     watch.poll(force=True)
     evidence.update({"channel_servers": watch.evidence(), "channel_config": watch.where})
     for verdict, text in _server_problems(watch):
@@ -203,13 +203,19 @@ class Watched:
 
 
 def watch(door: Door, identity: str, pid: int, want: health.Expectation, seconds: float,
-          stable: float, ours: Callable[[], bool]) -> Watched:
+          stable: float, ours: Callable[[], bool],
+          seen: dict[str, Any] | None = None) -> Watched:
     """Watch activated claude ``pid`` (door ``identity``) for ``seconds``.
 
-    ``ours()`` says whether the operation is still the activated one this watch answers for.
+    ``ours()`` says whether the operation is still the activated one this watch answers for;
+    ``seen`` is the activation's ``channel_servers`` evidence (the pids it saw run), so a
+    server that dies before the watch's first look is named "started as pid N, then exited".
     """
     end = time.monotonic() + seconds
     servers = health.ServerWatch(pid, want.channel_servers, want.session_id)
+    for channel, found in (seen or {}).items():
+        if channel in servers.seen:
+            servers.seen[channel].extend(found.get("seen_pids") or found.get("pids") or [])
     absent_since: float | None = None
     while True:
         if not ours():

@@ -122,17 +122,17 @@ def _judge_process(pid: int, identity: str, want: Expectation,
         problems.append(f"argv does not hold session {want.session_id!r}")
     if missing:
         problems.append("missing channel flag(s) " + ", ".join(repr(f) for f in missing))
-    if want.workdir is not None and not same_dir(cwd, want.workdir):
+    if want.workdir is not None and not _same_dir(cwd, want.workdir):
         problems.append(f"cwd is {cwd!r}, expected {str(want.workdir)!r}")
     problems.extend(watch.problems())
     notes = watch.unverifiable()
-    problems.extend(check_environment(pid, want.environment, evidence))
+    problems.extend(_check_environment(pid, want.environment, evidence))
     if problems:
         return HealthReport(False, "; ".join(problems + notes), evidence)
     return HealthReport(True, "; ".join(["healthy", *notes]), evidence)
 
 
-def check_environment(pid: int, wanted: Sequence[tuple[str, str]],
+def _check_environment(pid: int, wanted: Sequence[tuple[str, str]],
                        evidence: dict[str, Any]) -> list[str]:
     """The new process carries the launch environment: each variable with the same value
     (compared and reported as digests; values are never printed)."""
@@ -251,7 +251,7 @@ def channels_ready(pid: int, channels: Sequence[str], session_id: str | None = N
     return HealthReport(True, "; ".join(["ready", *notes]), evidence)
 
 
-def same_dir(actual: str | None, expected: Path) -> bool:
+def _same_dir(actual: str | None, expected: Path) -> bool:
     if actual is None:
         return False
     try:

@@ -94,12 +94,13 @@ class Rebuild(Job):
         self.move(State.ACTIVATED, "activated", {"identity": after},
                   facts={"identity_after": after, "activated_at": now_iso(), "backup": str(backup),
                          "source_size": size})
-        self._watch(want, after, report.evidence.get("pid"), identity, old_argv)
+        self._watch(want, after, report.evidence, identity, old_argv)
 
-    def _watch(self, want: Any, after: str, pid: Any, identity: str,
+    def _watch(self, want: Any, after: str, judged: dict[str, Any], identity: str,
                old_argv: Sequence[str]) -> None:
         """Watch the activated claude for ``healthcheck_seconds``; when it dies or loses a
         channel server, resume the old session (activated → rollback_scheduled → rolled_back)."""
+        pid = judged.get("pid")
         if self.door.name == "pointer" or not isinstance(pid, int):
             self.note("watch_ended", {"outcome": "none", "reason": "no process to watch"},
                       facts={"watch_ended_at": now_iso()})
@@ -114,7 +115,8 @@ class Rebuild(Job):
                 return False
 
         seen = activation.watch(self.door, after, pid, want, sw.healthcheck_seconds,
-                                sw.activation_stable_seconds, ours)
+                                sw.activation_stable_seconds, ours,
+                                judged.get("channel_servers"))
         evidence = {"outcome": seen.outcome, "reason": seen.reason, **seen.evidence}
         if seen.outcome != activation.FAILED:
             try:

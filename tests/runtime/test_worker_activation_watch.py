@@ -59,6 +59,8 @@ def test_a_claude_that_dies_after_activation_is_rolled_back_and_the_timeline_say
     os.kill(pid, signal.SIGTERM)  # the stand-in exits (its servers with it), like a crash
 
     assert world.wait_state(op_id) == "rolled_back"
+    # the record changes first, then its timeline line is appended
+    wait_for(lambda: "rolled_back" in phases(world, op_id), what="the rolled_back line")
     seen = phases(world, op_id)
     order = ["activated", "post_activation_failure", "resumed_old", "resumed_health",
              "rolled_back"]
