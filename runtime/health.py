@@ -1,4 +1,5 @@
-"""The health check after a switch (SPEC §4.4): what "activated" means.
+"""The health check of a restarted claude over a window (SPEC §4.4); the switch itself is
+judged on evidence by runtime/activation.py, which reuses ``ServerWatch`` and the checks here.
 
 Within ``healthcheck_seconds`` the new process is alive and stays alive; its argv holds the
 new session id and every channel flag the old process had; its cwd is the workdir; the screen

@@ -1,10 +1,13 @@
 """The rebuild job (SPEC §4.1 steps 3–4): scheduled → … → activated | rolled_back | failed.
 
 Phases, each a timeline line: worker_started → stable → frozen → identity → built → verifying →
-verified → activating → rechecked → switched → health → activated. Before the switch any
-problem fails the operation and removes the unused candidate; after it, an unhealthy new
-session makes the job resume the old one, with the old process's own argv (its channel flags
-kept; the configured resume argv only when that argv is unknown). The final recheck under the
+verified → activating → rechecked → switched → health → activated → watch_ended. Before the
+switch any problem fails the operation and removes the unused candidate; after it, an unhealthy
+new session makes the job resume the old one, with the old process's own argv (its channel
+flags kept; the configured resume argv only when that argv is unknown). ``health`` is the
+positive evidence of runtime/activation.py; after ``activated`` the job watches the new claude
+for ``healthcheck_seconds`` and, when it dies or loses a channel server, resumes the old session
+(``post_activation_failure`` → ``rolled_back``). The final recheck under the
 lock checks the door identity first (``session_conflict``), then the source digest
 (``source_changed``), then that no other session became active.
 """
@@ -18,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from runtime import activation, proc, restart
 from runtime import identity as ident
-from runtime import proc, restart
 from runtime.errors import DoorError, IdentityConflictError, StoreError, ThreadlineError
 from runtime.items import sha256_text
 from runtime.job import (
@@ -80,7 +83,9 @@ class Rebuild(Job):
                   facts={"switched_at": now_iso()})
         fault("switched")
         want = self.expectation(new_id, identity, self.required_flags(old_argv))
-        report = restart.ready(self.door, want, self._config_dir())
+        sw = self.config.switch
+        report = activation.activate(self.door, want, self._config_dir(),
+                                     sw.activation_stable_seconds, sw.activation_timeout_seconds)
         self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
         if not report.ok:
             self._resume_old(identity, old_argv, report.reason)
@@ -89,6 +94,56 @@ class Rebuild(Job):
         self.move(State.ACTIVATED, "activated", {"identity": after},
                   facts={"identity_after": after, "activated_at": now_iso(), "backup": str(backup),
                          "source_size": size})
+        self._watch(want, after, report.evidence, identity, old_argv)
+
+    def _watch(self, want: Any, after: str, judged: dict[str, Any], identity: str,
+               old_argv: Sequence[str]) -> None:
+        """Watch the activated claude for ``healthcheck_seconds``; when it dies or loses a
+        channel server, resume the old session (activated → rollback_scheduled → rolled_back)."""
+        pid = judged.get("pid")
+        if self.door.name == "pointer" or not isinstance(pid, int):
+            self.note("watch_ended", {"outcome": "none", "reason": "no process to watch"},
+                      facts={"watch_ended_at": now_iso()})
+            return
+        activated = self.op.revision
+        sw = self.config.switch
+
+        def ours() -> bool:
+            try:
+                return self.store.read(self.id).revision == activated
+            except StoreError:
+                return False
+
+        seen = activation.watch(self.door, after, pid, want, sw.healthcheck_seconds,
+                                sw.activation_stable_seconds, ours,
+                                judged.get("channel_servers"))
+        evidence = {"outcome": seen.outcome, "reason": seen.reason, **seen.evidence}
+        if seen.outcome != activation.FAILED:
+            try:
+                self.note("watch_ended", evidence, facts={"watch_ended_at": now_iso()})
+            except StoreError:  # superseded: the record belongs to whoever changed it
+                self.store.event(self.id, "watch_ended", **evidence)
+            return
+        with self.store.lock():
+            other = self.store.active()
+            if other is not None or not ours():
+                why = f"operation {other.operation_id} is active" if other else "superseded"
+                self.store.event(self.id, "watch_ended", **evidence, unanswered=why)
+                return
+            self.move(State.ROLLBACK_SCHEDULED, "post_activation_failure", evidence,
+                      facts={"post_activation_failure": seen.reason,
+                             "post_activation_failure_at": now_iso()})
+        try:
+            now = self.door.identity()
+        except IdentityConflictError:
+            now = after  # the pane is dead (remain-on-exit) or gone: nothing else runs there
+        if now != after:
+            self.move(State.ACTIVATED, "watch_ended",
+                      {"outcome": activation.REPLACED, "identity": now,
+                       "reason": f"{self.door.name} runs {now} now, not the activated {after}: "
+                                 f"left as it is"}, facts={"watch_ended_at": now_iso()})
+            return
+        self._resume_old(identity, old_argv, seen.reason)
 
     def _check_escape(self) -> None:
         unit = self.config.switch.systemd.unit

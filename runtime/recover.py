@@ -38,7 +38,8 @@ SPAWN_GRACE_SECONDS = 15.0
 def stuck_after(config: Config) -> float:
     """Heartbeat silence after which a live worker counts as hung."""
     sw = config.switch
-    return max(300.0, 2 * (sw.stable_timeout_seconds + sw.healthcheck_seconds) + 120.0)
+    return max(300.0, 2 * (sw.stable_timeout_seconds + sw.activation_timeout_seconds
+                           + sw.healthcheck_seconds) + 120.0)
 
 
 def worker_state(config: Config, store: Store, op: Operation) -> str:

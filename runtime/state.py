@@ -2,6 +2,7 @@
 
     pending → scheduled → running → verifying → activating → activated
     activated → rollback_pending → rollback_scheduled → rolled_back
+    activated → rollback_scheduled → rolled_back   (the watch after activation failed)
 
 ``cancelled``, ``failed`` (with ``failure.code = "session_conflict"`` when a third party changed
 the session) and ``rolled_back`` end an operation. ``activated`` ends the rebuild but may still
@@ -40,7 +41,9 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     S.VERIFYING: frozenset({S.ACTIVATING, S.FAILED}),
     # activating -> rolled_back: the new session was unhealthy and the old one was resumed.
     S.ACTIVATING: frozenset({S.ACTIVATED, S.ROLLED_BACK, S.FAILED}),
-    S.ACTIVATED: frozenset({S.ROLLBACK_PENDING}),
+    # activated -> rollback_scheduled: the activated claude died or lost a channel server
+    # within healthcheck_seconds (post_activation_failure); its worker resumes the old session.
+    S.ACTIVATED: frozenset({S.ROLLBACK_PENDING, S.ROLLBACK_SCHEDULED}),
     # rollback_pending -> activated: the rollback request was cancelled.
     S.ROLLBACK_PENDING: frozenset({S.ROLLBACK_SCHEDULED, S.ACTIVATED, S.FAILED}),
     # rollback_scheduled -> activated: the rollback was refused (CAS) and nothing was touched.

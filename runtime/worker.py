@@ -16,7 +16,7 @@ from runtime.config import Config, load_config
 from runtime.doors.base import Door, open_door
 from runtime.errors import StoreError, ThreadlineError
 from runtime.job import FAULT_ENV, log
-from runtime.state import State
+from runtime.state import WORKER_STATES, State
 from runtime.store import Operation, Store
 
 __all__ = ["FAULT_ENV", "main", "run"]
@@ -46,7 +46,7 @@ def run(config: Config, operation_id: str) -> Operation:
     try:
         job_cls(config, store, op, door).run()
     finally:
-        _settle(door, operation_id)
+        _settle(door, store, operation_id)
     final = store.read(operation_id)
     if not final.active:
         _prune(config, store, operation_id)
@@ -76,9 +76,14 @@ def scheduled_operation(config: Config) -> str:
     return op.operation_id
 
 
-def _settle(door: Door, operation_id: str) -> None:
-    """Give the user's target back what the switch borrowed, whatever the outcome."""
+def _settle(door: Door, store: Store, operation_id: str) -> None:
+    """Give the user's target back what the switch borrowed, whatever the outcome — unless
+    another worker took the operation over meanwhile (a rollback requested during the watch
+    after activation): that worker gives it back when it ends."""
     try:
+        if store.read(operation_id).state in WORKER_STATES:
+            log(f"{operation_id}: another worker holds the target; it settles it")
+            return
         door.settle()
     except ThreadlineError as exc:
         log(f"{operation_id}: {exc}")

@@ -122,14 +122,21 @@ class Scratch:
                          self.config_path], cwd=self.work, timeout=300, input_text="")
 
     def wait_terminal(self, operation_id: str, terminal: tuple[str, ...]) -> Any:
-        """Poll the scratch operation until it ends (bounded by the switch timeouts)."""
+        """Poll the scratch operation until it ends — for ``activated``, until the worker's
+        watch after activation has ended too (bounded by the switch timeouts)."""
         from runtime.store import Store
 
         sw = self.config().switch
-        deadline = time.monotonic() + sw.stable_timeout_seconds + 2 * sw.healthcheck_seconds + 60
+        deadline = (time.monotonic() + sw.stable_timeout_seconds + sw.activation_timeout_seconds
+                    + 2 * sw.healthcheck_seconds + 60)
         store = Store(self.state)
+
+        def ended(record: Any) -> bool:
+            return record.state.value in terminal and not (
+                record.state.value == "activated" and not record.fact("watch_ended_at"))
+
         record = store.read(operation_id)
-        while record.state.value not in terminal and time.monotonic() < deadline:
+        while not ended(record) and time.monotonic() < deadline:
             time.sleep(0.1)
             record = store.read(operation_id)
         return record

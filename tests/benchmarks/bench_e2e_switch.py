@@ -7,11 +7,14 @@ Reports medians of:
 - ``start``: ``new-session`` → claude ready (warning accepted, input box, session record, the
   channel server listening);
 - ``stop→switched`` and ``stop→activated`` from the operation timeline (``scheduled`` is the
-  Stop hook; ``activated`` includes the health window, ``healthcheck_seconds``);
-- ``stop→listening``: the Stop hook → the new claude's channel server is ready to push (the
-  new process is up and hears the channel; the health check then watches it for its window).
+  Stop hook; ``activated`` comes once the positive evidence has held
+  ``activation_stable_seconds``, runtime/activation.py; the watch of ``healthcheck_seconds``
+  follows it and is not counted);
+- ``stop→listening``: the Stop hook → the new claude's channel server is ready to push (its own
+  log line after the MCP handshake; ``activated`` only sees the server process, so it may come
+  first).
 A channel message is pushed after activation and must reach the new session (else the run fails).
-Target (issue 5): Stop → new process healthy ≤ 3 s median with the stand-in model.
+Target (issue 13 §2): Stop → ``activated`` ≤ 3 s median over 5 runs with the stand-in model.
 """
 
 from __future__ import annotations

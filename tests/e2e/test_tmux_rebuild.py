@@ -41,7 +41,7 @@ TL_PROVISION = Path(sys.executable).with_name("tl-provision")
 REPLY_TOOL_PATTERN = f"^mcp__{CHANNEL_NAME}__reply$"
 REPLY_TEXT = "reply through the channel"
 PHASES = ("created", "scheduled", "worker_started", "stable", "frozen", "identity", "built",
-          "verified", "switched", "health", "activated")
+          "verified", "switched", "health", "activated", "watch_ended")
 TERMINAL = ("activated", "failed", "cancelled", "rolled_back", "session_conflict")
 
 
@@ -54,11 +54,15 @@ def tl(config: Path, *args: str) -> Any:
 
 def wait_terminal(config: Path, timeout: float = 90.0,
                   states: tuple[str, ...] = TERMINAL) -> dict[str, Any]:
-    """Wait until the newest operation is in one of ``states``; return its status."""
+    """Wait until the newest operation is in one of ``states`` (``activated``: and its worker
+    has ended the watch after activation); return its status."""
     def settled() -> dict[str, Any] | None:
         operations = tl(config, "list")
         if operations and operations[0]["state"] in states:
-            return tl(config, "status", "--operation", operations[0]["operation_id"])
+            op = tl(config, "status", "--operation", operations[0]["operation_id"])
+            if op["state"] in states and (op["state"] != "activated" or any(
+                    e["phase"] == "watch_ended" for e in op["events"])):
+                return op
         return None
     return wait_for(settled, timeout=timeout, interval=0.2,  # type: ignore[return-value]
                     what="the rebuild operation to end")
@@ -186,8 +190,10 @@ def test_full_rebuild_through_the_tmux_door_carries_everything_and_keeps_the_cha
           for e in op["events"]}
     switched = (at["switched"] - at["scheduled"]).total_seconds()
     activated = (at["activated"] - at["scheduled"]).total_seconds()
+    watched = next(e for e in op["events"] if e["phase"] == "watch_ended")
+    assert watched["outcome"] == "held", watched  # alive with its channel through the watch
     print(f"\nswitch latency: Stop->switched {switched:.2f}s, Stop->activated {activated:.2f}s "
-          "(includes the health window, healthcheck_seconds)")
+          "(positive evidence held activation_stable_seconds)")
 
 
 def test_resume_argv_without_the_channel_flag_is_refused_and_the_old_session_resumed(

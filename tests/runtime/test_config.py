@@ -138,3 +138,19 @@ def test_config_path_comes_from_flag_then_environment(monkeypatch: pytest.Monkey
     assert config_path_from(None) == Path("/etc/tl.toml")
     monkeypatch.delenv("THREADLINE_CONFIG")
     assert config_path_from(None) is None
+
+
+def test_activation_knobs_default_and_are_validated(tmp_path: Path) -> None:
+    switch = load_config(None).switch
+    assert (switch.activation_stable_seconds, switch.activation_timeout_seconds,
+            switch.healthcheck_seconds) == (0.5, 20.0, 5.0)
+    path = write(tmp_path, "[switch]\nactivation_stable_seconds = 0\n"
+                           "activation_timeout_seconds = 3.5\n")
+    switch = load_config(path).switch
+    assert (switch.activation_stable_seconds, switch.activation_timeout_seconds) == (0.0, 3.5)
+    bad = write(tmp_path, "[switch]\nactivation_stable_seconds = -1\n"
+                          "activation_timeout_seconds = 0\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(bad)
+    assert "switch.activation_stable_seconds" in str(err.value)
+    assert "switch.activation_timeout_seconds" in str(err.value)

@@ -52,3 +52,13 @@ def test_activated_is_not_active_so_a_new_request_is_possible() -> None:
 def test_an_unknown_state_name_is_refused() -> None:
     with pytest.raises(IllegalTransitionError, match="unknown operation state 'bogus'"):
         check_transition("bogus", "pending")
+
+
+def test_a_failure_in_the_watch_after_activation_may_schedule_the_resume_of_the_old_session(
+) -> None:
+    for current, target in (("activated", "rollback_scheduled"),
+                            ("rollback_scheduled", "rolled_back"),
+                            ("rollback_scheduled", "activated")):  # a third party's process
+        check_transition(current, target)
+    with pytest.raises(IllegalTransitionError):
+        check_transition("activated", "rolled_back")  # never without the resume step

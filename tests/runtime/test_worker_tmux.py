@@ -130,11 +130,11 @@ def test_worker_survives_the_respawn_of_the_pane_it_was_started_from(
     op = world.store.read(op_id)
     spawner = world.starts()[0]["pid"]
     assert op.worker is not None and op.worker["pid"] != spawner
-    # The worker wrote the last phase after its grandparent (the old claude) was killed. The
-    # record is written before its timeline line (Store.transition), so the line is polled.
+    # The worker wrote the last phases after its grandparent (the old claude) was killed. The
+    # record is written before its timeline line (Store.transition), so the lines are polled.
     assert not os.path.exists(f"/proc/{spawner}")
-    wait_for(lambda: world.events(op_id)[-1:] == ["activated"], timeout=10,
-             what="the 'activated' line in the timeline")
+    wait_for(lambda: world.events(op_id)[-2:] == ["activated", "watch_ended"], timeout=10,
+             what="the 'activated' and 'watch_ended' lines in the timeline")
 
 
 def test_audit_records_hold_no_conversation_text(tmp_path: Path, tmux_server: TmuxServer) -> None:
