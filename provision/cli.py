@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="restart the live claude at the end (never implicit)")
         if name == "accept":
             cmd.add_argument("--drill", action="store_true",
-                             help="full rebuild on an isolated scratch tmux target")
+                             help="full rebuild on an isolated scratch target")
             cmd.add_argument("--live", action="store_true",
                              help="rebuild the real target (needs --confirm REBUILD)")
             cmd.add_argument("--confirm", default="")

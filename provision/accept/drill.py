@@ -2,10 +2,14 @@
 
 The drill uses the deployment's own door where that is harmless: a pointer deployment is
 drilled with a scratch pointer file and the runner's own ``tl-rebuild hook-stop`` call (no
-``claude -p`` is run: that would send the conversation to the model); tmux and systemd
-deployments are drilled on a private tmux server. The systemd door itself is not drilled: a
-systemd deployment gets a SKIP line ``drill systemd door`` saying "not drilled: …", so the
-report never implies it was.
+``claude -p`` is run: that would send the conversation to the model); a tmux deployment on a
+private tmux server; a systemd deployment through the systemd door against a scratch unit
+``tl-drill-<id>.service`` (provision/accept/unit.py: tmux in the unit, tl-launch on a scratch
+pointer, the switch a ``systemctl restart`` of that unit; line ``drill scratch unit
+restarted``). What is not drilled gets a SKIP line saying "not drilled: …", so the report never
+implies it was: always the worker's escape from the unit's cgroup (``drill worker escape``),
+and — with a fallback to the private tmux pane — a unit shape no scratch unit reproduces
+(claude without tmux) or a sudo rule that allows only the real unit (``drill systemd door``).
 
 The scratch lives in ``<state_dir>/accept-drill/<id>/`` and holds its own HOME, workdir, project
 dir (a 0600 copy of the newest session transcript), state dir and runtime config; the target is a
@@ -56,9 +60,7 @@ TERMINAL = ("activated", "failed", "cancelled", "rolled_back")
 REQUIRED = ("drill activated", "drill pane pid changed", "drill old transcript byte-identical",
             "drill backup present", "drill channel flags on the new process",
             "drill channel servers recognised", "drill timeline complete")
-SYSTEMD_NOT_DRILLED = ("not drilled: the systemd door (scratch unit, tl-launch, systemctl restart, "
-                       "the sudo rule) is not exercised yet; this drill switched a private tmux "
-                       "pane instead")
+REQUIRED_SYSTEMD = (*REQUIRED, "drill scratch unit restarted")
 REQUIRED_POINTER = ("drill activated", "drill pointer names the new session",
                     "drill old transcript byte-identical", "drill backup present",
                     "drill timeline complete")
@@ -71,9 +73,16 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
         out.add("drill scratch ready", False, "needs the manifest and the runtime config")
         return
     own = scene.config.switch.door
-    door = "pointer" if own == "pointer" else "tmux"
-    if own == "systemd":  # said, never implied: the switch below runs through tmux
-        out.add("drill systemd door", None, SYSTEMD_NOT_DRILLED)
+    door = own if own in ("pointer", "systemd") else "tmux"
+    if own == "systemd":  # said, never implied
+        from provision.accept.unit import ESCAPE_NOT_DRILLED, shape_problem
+
+        problem = shape_problem(scene)
+        if problem:
+            door = "tmux"
+            out.add("drill systemd door", None, problem)
+        else:
+            out.add("drill worker escape", None, ESCAPE_NOT_DRILLED)
     scratch: Scratch | None = None
     try:
         with out.guard("drill scratch ready"):
@@ -84,7 +93,9 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
             with out.guard("drill error"):
                 (_rebuild_pointer if door == "pointer" else _rebuild)(scene, scratch, out)
             named = {line.name for line in out.lines}
-            for name in REQUIRED_POINTER if door == "pointer" else REQUIRED:
+            wanted = {"pointer": REQUIRED_POINTER, "systemd": REQUIRED_SYSTEMD}.get(door,
+                                                                                  REQUIRED)
+            for name in wanted:
                 if name not in named:
                     out.add(name, False, "not reached: an earlier drill line failed")
     finally:
@@ -98,16 +109,34 @@ def _sha(data: bytes | None) -> str | None:
 
 
 def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
-    """The old claude in the scratch pane, then the Stop hook's detached worker switches it."""
+    """The old claude in the scratch pane (in the scratch unit for the systemd door), then the
+    Stop hook's detached worker switches it."""
+    from provision.accept.unit import ScratchUnit, main_pid_of
+
     host = scene.host
-    old_pid = scratch.start_old(host)
+    unit = ScratchUnit(scratch.unit) if scratch.unit else None
+    if unit is not None and scene.manifest is not None:
+        tl_launch = _tl_rebuild(scene).rsplit("/", 1)[0] + "/tl-launch"
+        old_pid = scratch.start_unit(host, scene.manifest.launch_argv, tl_launch)
+    else:
+        old_pid = scratch.start_old(host)
     if old_pid is None:
         out.add("drill old claude running", False, {"screen": scratch.screen(host)[-600:]})
         return
     old_argv = claude_argv(old_pid, scene.manifest.binary) if scene.manifest else []
     out.add("drill old claude running", True, {"pid": old_pid, "argv": old_argv})
+    real_unit = scene.config.switch.systemd.unit if scene.config else ""
+    main_before = unit.main_pid(host) if unit else None
+    real_before = main_pid_of(host, real_unit) if unit else None
     record, before = _switch(scene, scratch, out, scratch.run_hook)
-    _judge(scene, scratch, out, record, old_pid, old_argv)
+    after = unit.main_pid(host) if unit is not None else None
+    if unit is not None:
+        out.add("drill scratch unit restarted",
+                main_before is not None and after is not None and after != main_before,
+                {"unit": unit.name, "main_pid_before": main_before, "main_pid_after": after,
+                 "deployment_unit": real_unit, "deployment_main_pid_before": real_before,
+                 "deployment_main_pid_after": main_pid_of(host, real_unit)})
+    _judge(scene, scratch, out, record, old_pid, old_argv, after)
     _common(scene, scratch, out, record, before)
 
 
@@ -178,16 +207,19 @@ def _tl_rebuild(scene: Scene) -> str:
 
 
 def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, old_pid: int,
-           old_argv: list[str]) -> None:
-    """What a process door shows: the pane's new pid, its channel flags and channel servers."""
+           old_argv: list[str], unit_pid: int | None = None) -> None:
+    """What a process door shows: the pane's new pid, its channel flags and channel servers.
+    The systemd door's identity is the scratch unit's MainPID (``unit_pid``, its tmux)."""
     from runtime.identity import channel_flags
 
     activated = record.state.value == "activated"
     after_id = record.fact("identity_after")
     now = scratch.pane_pid(scene.host)
-    out.add("drill pane pid changed", activated and bool(after_id) and str(old_pid) != after_id
-            and str(now) == after_id,
-            {"before": old_pid, "identity_after": after_id, "pane_pid_now": now})
+    identity_now = str(unit_pid) if scratch.unit else str(now)
+    out.add("drill pane pid changed", activated and bool(after_id) and now is not None
+            and now != old_pid and identity_now == after_id,
+            {"before": old_pid, "identity_after": after_id, "pane_pid_now": now,
+             **({"unit_main_pid_now": unit_pid} if scratch.unit else {})})
     new_argv = claude_argv(now, scene.manifest.binary) if now and scene.manifest else []
     wanted = list(dict.fromkeys([*channel_flags(old_argv),
                                  *channel_flags(scratch.config().switch.channel_flags)]))
@@ -246,9 +278,13 @@ def _type_of(line: bytes) -> str:
 
 
 def cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
-    """Kill the scratch tmux server, wait 10 s for its processes, kill what is left (listed);
-    remove the scratch folder unless a drill line failed."""
+    """Stop the scratch unit (systemd door) and kill the scratch tmux server, wait 10 s for
+    their processes, kill what is left (listed); remove the scratch folder unless a drill line
+    failed."""
+    from provision.accept.unit import ScratchUnit
+
     host = scene.host
+    unit = ScratchUnit(scratch.unit).remove(host) if scratch.unit else None
     scratch.kill_server(host)
     deadline = time.monotonic() + 10.0
     left = processes_of(host, scratch)
@@ -260,9 +296,10 @@ def cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
         host.run(["kill", "-KILL", str(pid)], timeout=10)
         killed.append({"pid": pid, "argv": argv})
     remaining = processes_of(host, scratch)
-    out.add("drill no orphans", not remaining,
+    out.add("drill no orphans", not remaining and (
+        unit is None or unit["load_state_after"] == "not-found"),
             {"killed_after_grace": killed, "remaining": [p for p, _ in remaining],
-             "tmux_socket": scratch.socket})
+             "tmux_socket": scratch.socket, "scratch_unit": unit})
     drill_failed = any(line.stage == "drill" and line.status == "fail" for line in out.lines)
     if drill_failed:
         out.numbers["drill_kept_scratch"] = 1

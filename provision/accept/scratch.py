@@ -11,9 +11,11 @@ Everything is written through ``provision.host`` under ``<state_dir>/accept-dril
     config/               CLAUDE_CONFIG_DIR, only when the profile sets claude.config_dir
     work/                 the scratch workdir (empty: no .mcp.json, no CLAUDE.md)
     state/                the scratch operations store
-    pointer               pointer door only: the scratch pointer, naming the copied session
+    pointer               pointer and systemd doors: the scratch pointer, naming the copied
+                          session
     threadline.toml       the real runtime config pointed at the above and the scratch pane
-                          (tmux door) or the scratch pointer (pointer door)
+                          (tmux door), the scratch pointer (pointer door) or the scratch unit
+                          ``tl-drill-<id>.service`` and pointer (systemd door; unit.py)
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Scratch:
     standins: tuple[str, ...] = ()
     no_standin: tuple[tuple[str, str], ...] = ()
     door: str = "tmux"
+    unit: str = ""
 
     @property
     def pointer(self) -> str:
@@ -65,6 +68,7 @@ class Scratch:
 
     def evidence(self) -> dict[str, Any]:
         return {"root": self.root, "tmux_socket": self.socket, "target": TARGET,
+                "unit": self.unit or None,
                 "session": self.session, "transcript_copy": self.transcript,
                 "mcp_servers_not_started": list(self.dropped_servers),
                 "channel_server_standins": list(self.standins),
@@ -82,7 +86,7 @@ class Scratch:
     def start_old(self, host: Host, timeout: float = 30.0) -> int | None:
         """Run the resume argv of the copied session in the scratch pane; its pid or None."""
         from runtime.doors.tmux import respawn_command
-        from runtime.identity import alive, cmdline, format_argv
+        from runtime.identity import format_argv
 
         argv = format_argv(self.config().switch.resume_argv, self.session)
         command = respawn_command(argv, self.work)
@@ -91,6 +95,33 @@ class Scratch:
         if not started.ok:
             raise AcceptError(f"scratch tmux did not start: {started.stderr.strip()}")
         self.tmux(host, "set-option", "-p", "-t", TARGET, "remain-on-exit", "on")
+        return self.wait_old(host, timeout)
+
+    def start_unit(self, host: Host, launch_argv: tuple[str, ...], tl_launch: str,
+                   timeout: float = 30.0) -> int | None:
+        """Start the scratch unit (unit.py), which resumes the copied session through
+        tl-launch and the scratch pointer in its tmux; the claude pid or None."""
+        from provision.accept.unit import ScratchUnit
+
+        # a unit gets the manager's environment: give it the scratch HOME/config dir, and the
+        # PATH the tmux drill's claude would inherit from accept
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        for arg in self.env_prefix:
+            if "=" in arg and not arg.startswith("-"):
+                key, _, value = arg.partition("=")
+                env[key] = value
+        started = ScratchUnit(self.unit).start(
+            host, socket=self.socket, session=TARGET.split(":")[0], work=self.work,
+            pointer=self.pointer, env=env, launch_argv=launch_argv, tl_launch=tl_launch)
+        if not started.ok:
+            raise AcceptError(f"scratch unit {self.unit!r} did not start: "
+                              f"{started.stderr.strip()}")
+        return self.wait_old(host, timeout)
+
+    def wait_old(self, host: Host, timeout: float) -> int | None:
+        """Poll the scratch pane until it runs the copied session; its pid or None."""
+        from runtime.identity import alive, cmdline
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             pid = self.pane_pid(host)
@@ -158,8 +189,10 @@ class Scratch:
 def prepare_scratch(scene: Scene, tag: str, door: str = "tmux") -> Scratch:
     """Create the scratch folders and files for the newest session of the real project.
 
-    ``door``: ``tmux`` (a private tmux server) or ``pointer`` (a scratch pointer file naming
-    the copied session, for the runner's call).
+    ``door``: ``tmux`` (a private tmux server), ``pointer`` (a scratch pointer file naming
+    the copied session, for the runner's call) or ``systemd`` (the scratch pointer and unit
+    ``tl-drill-<tag>.service``, whose tmux uses the default socket folder: ``TMUX_TMPDIR`` is
+    unset for it and for every scratch command, as a unit's environment has none).
     """
     from runtime.paths import encode_project_dir, latest_transcript
 
@@ -183,12 +216,17 @@ def prepare_scratch(scene: Scene, tag: str, door: str = "tmux") -> Scratch:
     config_path = f"{root}/threadline.toml"
     host.write_file(config_path, _scratch_config(scene, project, work, state, tag, door,
                                                  f"{root}/pointer"), mode=0o600, backup=False)
-    if door == "pointer":
+    if door in ("pointer", "systemd"):
         host.write_file(f"{root}/pointer", f"{source.stem}\n".encode(), mode=0o600,
                         backup=False)
+    prefix = scene.claude_env_prefix(home, config_dir)
+    if door == "systemd":
+        at = prefix.index("env") + 1
+        prefix[at:at] = ["-u", "TMUX_TMPDIR"]
     return Scratch(root, home, config_dir, work, state, config_path, transcript, source.stem,
-                   f"tl-drill-{tag}", tuple(scene.claude_env_prefix(home, config_dir)), dropped,
-                   standins, tuple(sorted(missing.items())), door)
+                   f"tl-drill-{tag}", tuple(prefix), dropped, standins,
+                   tuple(sorted(missing.items())), door,
+                   f"tl-drill-{tag}.service" if door == "systemd" else "")
 
 
 def _json_of(host: Host, path: str) -> dict[str, Any]:
@@ -302,6 +340,8 @@ def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str,
     switch.pop("pointer", None)
     if door == "pointer":
         switch["pointer"] = {"path": pointer}
+    if door == "systemd":  # no sudo_user: the drill runs as root (unit.shape_problem)
+        switch["systemd"] = {"unit": f"tl-drill-{tag}.service", "pointer_path": pointer}
     return dump_toml(data).encode()
 
 

@@ -250,8 +250,8 @@ def test_drill_fails_when_the_plugin_would_not_start_because_its_marketplace_is_
 
 def test_a_systemd_deployment_is_told_its_door_was_not_drilled(
         installed: Deployment, tmp_path: Path) -> None:  # noqa: F811
-    # The rendered config of a systemd deployment (the unit is never addressed: the drill
-    # switches a private tmux pane). The report must say the door itself was not drilled.
+    # The rendered config of a systemd deployment whose unit does not run here: no scratch
+    # unit can copy its shape, so the drill falls back to a private tmux pane and says why.
     install_official_plugin(installed.home)
     text = installed.config_path.read_text()
     text = text.replace('door = "tmux"', 'door = "systemd"', 1).replace(
@@ -260,7 +260,10 @@ def test_a_systemd_deployment_is_told_its_door_was_not_drilled(
     installed.config_path.write_text(text)
     report = accept(installed, drill=True)
     door = next(x for x in report.lines if x.name == "drill systemd door")
-    assert door.status == SKIP and door.evidence.startswith("not drilled: the systemd door")
+    assert door.status == SKIP and door.evidence == (
+        "not drilled: unit 'tl-no-such-unit.service' has no main process here (systemctl show "
+        "MainPID), so its shape cannot be reproduced as a scratch unit; this drill switched a "
+        "private tmux pane instead")
     scratch = evidence(report, "drill scratch ready")
     assert (scratch["door"], scratch["deployment_door"]) == ("tmux", "systemd")
     assert drill_lines(report)["drill activated"] == PASS
