@@ -3,36 +3,31 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
 
 from provision.errors import HostError
 from provision.host import LocalHost
+from tests.fixtures.tmux import wait_for
 
 
-def _gone(pid: int, bound: float = 10.0) -> bool:
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.05)
-    return False
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie waiting for its reaper."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
 
 
-def _pid_from(path: Path, bound: float = 10.0) -> int:
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        text = path.read_text() if path.exists() else ""
-        if text.strip():
-            return int(text)
-        time.sleep(0.02)
-    raise AssertionError(f"no pid written to {path}")
+def _gone(pid: int) -> bool:
+    return bool(wait_for(lambda: _dead(pid), timeout=10, what=f"pid {pid} to end"))
+
+
+def _pid_from(path: Path) -> int:
+    text = wait_for(lambda: path.exists() and path.read_text().strip(), timeout=10,
+                    what=f"a pid in {path}")
+    return int(str(text))
 
 
 def test_a_timeout_kills_a_grandchild_that_let_go_of_the_pipes(tmp_path: Path) -> None:
@@ -44,7 +39,7 @@ def test_a_timeout_kills_a_grandchild_that_let_go_of_the_pipes(tmp_path: Path) -
     try:
         assert _gone(grandchild), f"grandchild {grandchild} still runs after the timeout"
     finally:
-        if not _gone(grandchild, 0):
+        if not _dead(grandchild):
             os.kill(grandchild, 9)
 
 
