@@ -29,7 +29,6 @@ from runtime import health
 from runtime import identity as ident
 from runtime.doors.base import Door
 from runtime.errors import IdentityConflictError
-from runtime.restart import session_record_problem
 
 POLL = 0.1
 HELD, FAILED, REPLACED, SUPERSEDED = "held", "failed", "replaced", "superseded"
@@ -68,8 +67,8 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
         try:
             current = door.identity()
         except IdentityConflictError as exc:
-            return _verdict(False, f"the new process is gone: {exc}", {"identity": None},
-                            started, confirmed)
+            return _verdict(False, f"the new process is gone: {exc}",
+                            {"identity": None, "gone": True}, started, confirmed)
         if first is None:
             first = current
             if current == want.previous_identity:
@@ -80,14 +79,15 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
                             {"identity": current}, started, confirmed)
         pid = door.process_pid(current)
         if pid is None or not ident.alive(pid):
-            return _verdict(False, f"the new process {pid} died", {"identity": current},
-                            started, confirmed)
+            return _verdict(False, f"the new process {pid} died",
+                            {"identity": current, "gone": True}, started, confirmed)
         # claude names the session in its record only once it has loaded it and the warning
         # is answered: from then on the screen has nothing to say (one tmux call less a look)
         screen = "" if "session_record" in marks else door.screen()
         if f"{health.NOT_FOUND} with session ID: {want.session_id}" in screen:
-            return _verdict(False, f"the screen shows {health.NOT_FOUND!r}", {"pid": pid},
-                            started, confirmed)
+            # claude exits right after saying it: gone, even if the pid still runs a moment
+            return _verdict(False, f"the screen shows {health.NOT_FOUND!r}",
+                            {"pid": pid, "gone": True}, started, confirmed)
         if accept and health.DEV_WARNING in screen and now - last_press > 1.0 and door.confirm():
             confirmed, last_press = confirmed + 1, now
         argv = ident.cmdline(pid) or ()
@@ -139,13 +139,33 @@ def look_at(pid: int, identity: str, argv: tuple[str, ...], want: health.Expecta
         (look.wrong if verdict else look.pending).append(text)
     named = None
     if config_dir is not None:
-        record, named = session_record_problem(config_dir, pid, want.session_id, timeout=0)
+        record, named = record_problem(config_dir, pid, want.session_id)
         evidence["session_record"] = named
+        if record and named is None and any(f.startswith(health.DEV_FLAG)
+                                            for f in want.channel_flags):
+            record += (" (claude writes it only once the development-channels warning is "
+                       "answered: it may be waiting there, deaf)")
         if record:
             look.pending.append(record)
     servers = tuple(sorted((c, tuple(f["pids"])) for c, f in watch.last.items()))
     look.key = (pid, argv, servers, named)
     return look
+
+
+def record_problem(config_dir: Path, pid: int,
+                   session_id: str) -> tuple[str | None, str | None]:
+    """(problem or None, the session it names) of claude ``pid``'s own session record.
+
+    2.1.328 first writes a fresh id and switches to the resumed one once it has loaded it, and
+    writes no record at all while the development-channels warning waits for Enter."""
+    record = ident.claude_session_record(config_dir, pid)
+    named = str(record["sessionId"]) if record and record.get("sessionId") else None
+    if named == session_id:
+        return None, named
+    where = config_dir / "sessions" / f"{pid}.json"
+    if named is None:
+        return f"claude pid {pid} wrote no session record {str(where)!r}", None
+    return f"claude pid {pid}'s session record names {named!r}, not {session_id!r}", named
 
 
 def _mark(marks: dict[str, float], at: float, look: Look, session_id: str,
@@ -244,7 +264,7 @@ def _moved(door: Door, identity: str, pid: int) -> Watched | None:
             current: str | None = door.identity()
         except IdentityConflictError as exc:
             return Watched(FAILED, f"the activated process {pid} is gone: {exc}",
-                           {"pid": pid, "identity": None})
+                           {"pid": pid, "identity": None, "gone": True})
         if current != identity:
             return Watched(REPLACED, f"{door.name} runs {current} now, not the activated "
                                      f"{identity}: left as it is", {"pid": pid,
@@ -253,5 +273,5 @@ def _moved(door: Door, identity: str, pid: int) -> Watched | None:
             return None
         if attempt:
             break
-    return Watched(FAILED, f"the activated process {pid} died", {"pid": pid,
-                                                                 "identity": identity})
+    return Watched(FAILED, f"the activated process {pid} died",
+                   {"pid": pid, "identity": identity, "gone": True})

@@ -348,8 +348,10 @@ class Rebuild(Job):
             self.note("resumed_old", {"session_id": old_id, "argv": list(argv),
                                       "argv_source": argv_source})
             fault("resumed")
+            sw = self.config.switch
             check = restart.ready(self.door, self.expectation(
-                old_id, "", ident.channel_flags(old_argv)), self._config_dir())
+                old_id, "", ident.channel_flags(old_argv)), self._config_dir(),
+                sw.activation_stable_seconds, sw.activation_timeout_seconds)
             self.note("resumed_health", {"ok": check.ok, "reason": check.reason,
                                          **check.evidence})
             if check.evidence.get("gone"):  # however soon it died: a failed resume, no rollback

@@ -2,54 +2,35 @@
 
 Every restart the product makes — ``tl-provision apply --restart-claude``, the systemd door's
 ``systemctl restart``, the resume of the old session after a failed switch and a rollback —
-is judged the same way before anyone calls it done:
+is judged the same way before anyone calls it done, on evidence rather than after a fixed
+wait (a slow machine that takes 8 s to start claude is not a failed restart):
 
-- the health check (runtime.health.check): the new process replaced the old one and stays
-  alive, the development-channels warning is answered where the door can press Enter (tmux),
-  the argv holds the session and every channel flag, each expected channel server runs;
-- claude's own session record (``<config dir>/sessions/<pid>.json``) names the expected
-  session: 2.1.328 first writes a fresh id and switches to the resumed one once it has loaded
-  it, so the record is polled (bounded), never read once. It writes no record at all while
-  the development-channels warning waits for Enter, so a door that cannot see the screen
-  still finds a claude stuck there.
+- ``runtime.activation.activate``: the new process replaced the old one and stays the same,
+  the development-channels warning is answered where the door can press Enter (tmux), the
+  argv holds the session and every channel flag, its cwd and environment are right, each
+  expected channel server runs below it, and claude's own session record
+  (``<config dir>/sessions/<pid>.json``) names the session — 2.1.328 first writes a fresh id
+  and switches to the resumed one once it has loaded it, and writes no record at all while
+  the warning waits for Enter, so a door that cannot see the screen still finds a claude
+  stuck there. All of it held unchanged ``stable`` seconds, within ``timeout``;
+- then ``activation.watch`` for the health window: still alive, every server still there.
 
-``ready`` returns the health report with the record's verdict folded in; ``restart`` switches
-the door, judges, and always gives the target back what the switch borrowed (``settle``).
+``ready`` returns that verdict; ``restart`` switches the door, judges, and always gives the
+target back what the switch borrowed (``settle``).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from runtime import health
+from runtime import activation, health
 from runtime import identity as ident
 from runtime.doors.base import Door
 
-RECORD_GRACE = 5.0  # at least this long for the record after the health window
-POLL = 0.1
-
-
-def session_record_problem(config_dir: Path, pid: int, session_id: str,
-                           timeout: float = RECORD_GRACE) -> tuple[str | None, str | None]:
-    """(problem or None, the session the record names) for claude ``pid``, polled up to
-    ``timeout`` seconds until the record names ``session_id``."""
-    deadline = time.monotonic() + timeout
-    named: str | None = None
-    while True:
-        record = ident.claude_session_record(config_dir, pid)
-        named = str(record["sessionId"]) if record and record.get("sessionId") else None
-        if named == session_id:
-            return None, named
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(POLL)
-    where = config_dir / "sessions" / f"{pid}.json"
-    if named is None:
-        return f"claude pid {pid} wrote no session record {str(where)!r}", None
-    return f"claude pid {pid}'s session record names {named!r}, not {session_id!r}", named
+STABLE = 0.5  # the defaults of switch.activation_stable_seconds / activation_timeout_seconds
+TIMEOUT = 20.0
 
 
 def missing_transcript(project_dir: Path | None, session_id: str) -> str | None:
@@ -66,33 +47,40 @@ def missing_transcript(project_dir: Path | None, session_id: str) -> str | None:
             f"gone; nothing was restarted — say something to claude first")
 
 
-def ready(door: Door, want: health.Expectation,
-          config_dir: Path | None) -> health.HealthReport:
-    """Judge a freshly started claude: the health check, then its own session record."""
-    report = health.check(door, want)
-    if not report.ok or door.name == "pointer" or config_dir is None:
+def ready(door: Door, want: health.Expectation, config_dir: Path | None,
+          stable: float = STABLE, timeout: float = TIMEOUT) -> health.HealthReport:
+    """Judge a freshly started claude: ready on positive evidence held ``stable`` seconds
+    (``runtime.activation.activate``, at most ``timeout``), then alive with every channel
+    server for the health window ``want.window`` (``activation.watch``): a server that starts
+    and then exits, or a claude that dies soon after, is still caught. The report's evidence
+    holds ``gone`` when the new process died or said "No conversation found"."""
+    report = activation.activate(door, want, config_dir, stable, timeout)
+    if not report.ok or door.name == "pointer":
         return report
-    pid = report.evidence.get("pid")
-    if not isinstance(pid, int):
+    pid, identity = report.evidence.get("pid"), report.evidence.get("identity")
+    if not isinstance(pid, int) or not isinstance(identity, str):
         return report
-    problem, named = session_record_problem(config_dir, pid, want.session_id,
-                                           max(want.window, RECORD_GRACE))
-    if problem and named is None and any(f.startswith(health.DEV_FLAG)
-                                         for f in want.channel_flags):
-        problem += (" (claude writes it only once the development-channels warning is "
-                    "answered: it may be waiting there, deaf)")
-    evidence = {**report.evidence, "session_record": named}
-    if problem:
-        return health.HealthReport(False, problem, evidence)
-    return health.HealthReport(True, report.reason, evidence)
+    seen = activation.watch(door, identity, pid, want, want.window, stable, lambda: True,
+                            report.evidence.get("channel_servers"))
+    evidence = {**report.evidence, "watch": {"outcome": seen.outcome, "reason": seen.reason,
+                                             "seconds": want.window}}
+    if seen.outcome == activation.HELD:
+        return health.HealthReport(True, report.reason, evidence)
+    if seen.evidence.get("gone"):
+        evidence["gone"] = True
+    if seen.outcome == activation.REPLACED:
+        evidence["identity"] = seen.evidence.get("identity")
+    return health.HealthReport(
+        False, f"{seen.reason} (within {want.window:g}s of being ready)", evidence)
 
 
 def restart(door: Door, want: health.Expectation, argv: Sequence[str], workdir: Path,
-            config_dir: Path | None) -> health.HealthReport:
+            config_dir: Path | None, stable: float = STABLE,
+            timeout: float = TIMEOUT) -> health.HealthReport:
     """Switch ``door`` to ``argv`` (resuming ``want.session_id``) and judge the result."""
     try:
         door.switch(want.session_id, argv, workdir)
-        return ready(door, want, config_dir)
+        return ready(door, want, config_dir, stable, timeout)
     finally:
         door.settle()
 
@@ -144,7 +132,8 @@ def _run_restart(args: argparse.Namespace) -> int:
     argv = with_environment(door.name, carry, ident.format_argv(sw.resume_argv, args.session))
     project = config.project_dir
     report = restart(door, want, argv, config.workdir or Path("/"),
-                     project.parent.parent if project is not None else None)
+                     project.parent.parent if project is not None else None,
+                     sw.activation_stable_seconds, sw.activation_timeout_seconds)
     if not report.ok:
         raise DoorError(f"claude restarted through the {door.name} door is not ready: "
                         f"{report.reason}")

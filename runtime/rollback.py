@@ -60,8 +60,10 @@ class Rollback(Job):
         fault("rollback_switched")
         flags = ident.channel_flags(old_argv)
         project = self.config.project_dir
+        sw = self.config.switch
         report = restart.ready(self.door, self.expectation(old_id, current, flags),
-                               project.parent.parent if project is not None else None)
+                               project.parent.parent if project is not None else None,
+                               sw.activation_stable_seconds, sw.activation_timeout_seconds)
         self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
         if not report.ok:
             self._finish_failed("rollback_unhealthy", report.reason)

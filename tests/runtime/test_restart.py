@@ -149,7 +149,8 @@ def test_a_systemd_door_restart_without_a_terminal_refuses_before_restarting_any
 def test_a_tmux_restart_whose_channel_server_is_missing_fails_naming_it(
     tmp_path: Path, tmux_server: TmuxServer,
 ) -> None:
-    world = tmux_world(tmp_path, tmux_server, servers=("companion", "mail"))
+    world = tmux_world(tmp_path, tmux_server, servers=("companion", "mail"),
+                       activation_timeout=4.0)
     world.start_pane(tmux_server)
     # "mail" stays registered, but its program is gone (uninstalled): claude cannot start it
     register_server(claude_json_path(world.env), "mail", [str(tmp_path / "gone" / "mail-mcp")])
@@ -158,7 +159,44 @@ def test_a_tmux_restart_whose_channel_server_is_missing_fails_naming_it(
     assert done.returncode == 1, done.stdout
     assert done.stderr == ("tl-rebuild: error: claude restarted through the tmux door is not "
                            "ready: channel server(s) not running: mail (no process of its "
-                           "registration below the new claude)\n")
+                           "registration below the new claude yet) (after 4s)\n")
+
+
+@pytest.mark.real_tmux
+def test_a_restart_whose_server_starts_after_the_health_window_still_ends_ready(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    """A slow machine is not a failed restart: readiness is evidence, not a fixed wait (the
+    channel server comes up 2.5 s after claude, the health window is 1 s)."""
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",), healthcheck=1.0)
+    world.start_pane(tmux_server, extra_env={"STANDIN_SERVER_DELAY": "2.5"})
+    before = tmux_server.pane_pid(world.target)
+    done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    after = tmux_server.pane_pid(world.target)
+    assert after != before
+    assert done.stdout.startswith(f"ready: session {world.old_session} (pid {after}), ")
+    assert done.stdout.endswith("channel servers up: companion\n")
+
+
+@pytest.mark.real_tmux
+def test_a_restart_whose_server_exits_soon_after_ready_fails_naming_it(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    """Ready is not the end of the look: a channel server that exits within the health window
+    fails the restart (the watch of runtime.activation)."""
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",), healthcheck=6.0)
+    world.start_pane(tmux_server)
+    register_server(claude_json_path(world.env), "companion",
+                    [sys.executable, "-c", "import time; time.sleep(2.0)", "--role", "channel"])
+    done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith("tl-rebuild: error: claude restarted through the tmux door is "
+                                  "not ready: channel server(s) not running: companion (started "
+                                  "as pid "), done.stderr
+    assert done.stderr.endswith(", then exited) (within 6s of being ready)\n"), done.stderr
 
 
 class BlindDoor:
@@ -202,11 +240,13 @@ def test_a_restart_left_at_the_unanswered_warning_fails_on_the_missing_session_r
                        window=0.5)
     argv = [sys.executable, str(STANDIN), "--resume", world.old_session, *CHANNEL]
 
-    report = restart(door, want, argv, world.workdir, world.project_dir.parent.parent)
+    report = restart(door, want, argv, world.workdir, world.project_dir.parent.parent,
+                     stable=0.2, timeout=3.0)
 
     pid = tmux_server.pane_pid(world.target)
     assert not report.ok
     assert report.reason.startswith(f"claude pid {pid} wrote no session record ")
     assert report.reason.endswith("(claude writes it only once the development-channels "
-                                  "warning is answered: it may be waiting there, deaf)")
+                                  "warning is answered: it may be waiting there, deaf) "
+                                  "(after 3s)")
     assert "I am using this for local development" in tmux_server.capture(world.target)
