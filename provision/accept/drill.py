@@ -277,6 +277,20 @@ def _type_of(line: bytes) -> str:
     return str(event.get("type")) if isinstance(event, dict) else "unparsable"
 
 
+def _remove_socket(host: Host, scratch: Scratch, path: str) -> str | None:
+    """Unlink the scratch tmux server's socket file once the server is gone: tmux leaves it
+    behind on kill-server and SIGTERM alike (measured, tmux 3.3a), and the systemd door's
+    scratch unit puts it in the default socket folder, outside the scratch. Only a socket named
+    exactly like our server, never anything else."""
+    if not path or path.rsplit("/", 1)[-1] != scratch.socket:
+        return None
+    if scratch.tmux(host, "has-session").ok:  # a server answers there: not ours to remove
+        return None
+    if not host.run(["test", "-S", path], timeout=10).ok:
+        return None
+    return path if host.run(["rm", "-f", "--", path], timeout=10).ok else None
+
+
 def cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     """Stop the scratch unit (systemd door) and kill the scratch tmux server, wait 10 s for
     their processes, kill what is left (listed); remove the scratch folder unless a drill line
@@ -284,6 +298,8 @@ def cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     from provision.accept.unit import ScratchUnit
 
     host = scene.host
+    shown = scratch.tmux(host, "display-message", "-p", "#{socket_path}")
+    socket_path = shown.stdout.strip() if shown.ok else ""
     unit = ScratchUnit(scratch.unit).remove(host) if scratch.unit else None
     scratch.kill_server(host)
     deadline = time.monotonic() + 10.0
@@ -296,10 +312,12 @@ def cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
         host.run(["kill", "-KILL", str(pid)], timeout=10)
         killed.append({"pid": pid, "argv": argv})
     remaining = processes_of(host, scratch)
+    removed = _remove_socket(host, scratch, socket_path) if not remaining else None
     out.add("drill no orphans", not remaining and (
         unit is None or unit["load_state_after"] == "not-found"),
             {"killed_after_grace": killed, "remaining": [p for p, _ in remaining],
-             "tmux_socket": scratch.socket, "scratch_unit": unit})
+             "tmux_socket": scratch.socket, "tmux_socket_removed": removed,
+             "scratch_unit": unit})
     drill_failed = any(line.stage == "drill" and line.status == "fail" for line in out.lines)
     if drill_failed:
         out.numbers["drill_kept_scratch"] = 1

@@ -93,6 +93,10 @@ def test_a_systemd_deployment_is_drilled_through_a_scratch_unit_restart(
     assert orphans["scratch_unit"]["load_state_after"] == "not-found"
     assert unit_state(sandbox, unit) == "not-found"
     assert not Path(lines["drill scratch ready"]["evidence"]["root"]).exists()
+    # the unit's tmux put its socket in the default folder (no TMUX_TMPDIR in a unit): gone too
+    socket = orphans["tmux_socket_removed"]
+    assert socket is not None and socket.endswith(f"/tmux-0/{orphans['tmux_socket']}"), orphans
+    assert sandbox.exec("test", "-e", socket).returncode == 1
 
 
 def test_a_failing_systemd_drill_says_why_and_still_removes_the_scratch_unit(
