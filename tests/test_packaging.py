@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.wheel import build_wheels
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    done = build_wheels(out, "--no-deps", timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     (built,) = out.glob("threadline-*.whl")
     return built

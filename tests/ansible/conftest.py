@@ -32,6 +32,7 @@ from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
 from tests.fixtures.guard import claim_socket_name
 from tests.fixtures.standin_claude import register_server, sleeper_argv, write_transcript
 from tests.fixtures.tmux import TmuxServer, wait_for
+from tests.fixtures.wheel import build_wheels
 from tests.provision.conftest import LAUNCH_FLAGS, install_stand_in
 from tests.provision.test_accept_drill import STAND_IN
 
@@ -210,9 +211,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Wheels of this checkout and of its dependencies (pip's cache makes the second build
     quick), so the role's venvs install offline (PIP_NO_INDEX + PIP_FIND_LINKS)."""
     out = tmp_path_factory.mktemp("wheelhouse")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", str(REPO), "-w",
-                           str(out)], capture_output=True, text=True, timeout=600,
-                          stdin=subprocess.DEVNULL)
+    done = build_wheels(out)
     if done.returncode != 0:
         raise RuntimeError(f"pip wheel {REPO} failed rc={done.returncode}: "
                            f"{done.stderr.strip().splitlines()[-1:]}")
