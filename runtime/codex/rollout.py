@@ -9,7 +9,6 @@ A parent that cannot be found is an error, never a silently shorter history.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import orjson
 
 from runtime.codex import rules
+from runtime.codex.prefilter import Prefilter
 from runtime.dirty import Ledger
 from runtime.errors import TranscriptError
 from runtime.speech import MARK_KEY, Utterance, valid_timestamp
@@ -199,25 +199,6 @@ class Classifier:
         self.ui_assistant: list[str] = []
         self.last_timestamp: str | None = None
 
-    def settle(self, line: bytes, size: int) -> bool:
-        """Count a line that cannot carry speech from its header alone (the fast path).
-
-        Codex writes ``timestamp``, ``ordinal``, ``type``, ``payload.type`` first; a line of a
-        type in ``rules.SETTLED`` whose header has that exact shape and whose end closes the
-        object is counted like ``event`` would count it, without being parsed.
-        """
-        match = _HEADER(line)
-        if match is None or not line.endswith(b"}\n"):
-            return False
-        kind, sub = match.groups()
-        settled = _SETTLED.get((kind, sub)) or _SETTLED.get((kind, None))
-        if settled is None:
-            return False
-        key, category = settled
-        self.stats.types[key] += 1
-        self._noise(category, key, size)
-        return True
-
     def event(self, event: dict[str, Any], size: int, where: str) -> None:
         kind = event.get("type")
         payload = event.get("payload")
@@ -247,6 +228,11 @@ class Classifier:
         if sub == "task_started":
             attribution = payload.get("turn_attribution")
             self.trigger = attribution.get("turn_trigger") if type(attribution) is dict else None
+        if self.sink is not None:  # the UI copies are the audit's; without turns there is none
+            self._copy(payload, sub)
+        self._noise(rules.EVENT_CATEGORY.get(str(sub)), key, size)
+
+    def _copy(self, payload: dict[str, Any], sub: Any) -> None:
         item = payload.get("item")
         if sub == "item_completed" and type(item) is dict:
             texts = [str(p.get("text")) for p in _parts(item.get("content")) if "text" in p]
@@ -258,7 +244,6 @@ class Classifier:
             self.ui_user.append(payload["message"])
         elif sub == "agent_message" and type(payload.get("message")) is str:
             self.ui_assistant.append(payload["message"])
-        self._noise(rules.EVENT_CATEGORY.get(str(sub)), key, size)
 
     def _message(
         self, event: dict[str, Any], payload: dict[str, Any], size: int, where: str
@@ -388,22 +373,6 @@ def _parts(content: Any) -> list[dict[str, Any]]:
     return [p for p in content if type(p) is dict]
 
 
-_HEADER = re.compile(
-    rb'\{"timestamp":"[^"\\]{0,40}",(?:"ordinal":\d{1,15},)?"type":"([a-z_]{1,40})"'
-    rb'(?:,"payload":\{"type":"([a-z_]{1,40})")?'
-).match
-_SETTLED: dict[tuple[bytes, bytes | None], tuple[str, str | None]] = {
-    (kind.encode(), None): (kind, category)
-    for kind, category in rules.LINE_CATEGORY.items()
-} | {
-    (b"response_item", sub.encode()): (f"response_item:{sub}", category)
-    for sub, category in rules.ITEM_CATEGORY.items()
-} | {
-    (b"event_msg", sub.encode()): (f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub))
-    for sub in rules.SETTLED_EVENTS
-}
-
-
 def _utf8(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
@@ -482,15 +451,16 @@ def scan(
 ) -> tuple[ReadStats, Ledger, Classifier, Lines]:
     """Read ``path`` once (parents inlined) and classify every line.
 
-    ``fast`` (default ``FAST``) lets ``Classifier.settle`` count noise lines from their
-    header; False parses every line, the reference the tests hold the fast path to.
+    ``fast`` (default ``FAST``) lets ``prefilter.Prefilter`` book the lines that carry no
+    speech from a typed head; False parses every line, the reference the tests hold the fast
+    path to.
     """
     stats = ReadStats()
     ledger = Ledger(rules.NOISE_CATEGORIES)
     classifier = Classifier(stats, ledger, sink)
     lines = Lines(Path(path), stats, ledger)
     if FAST if fast is None else fast:
-        lines.settle = classifier.settle
+        lines.settle = Prefilter(classifier).take
     try:
         total = os.path.getsize(path)
     except OSError as exc:
