@@ -28,13 +28,15 @@ import msgspec
 from runtime.codex import rules
 
 if TYPE_CHECKING:
-    from runtime.codex.rollout import Classifier
+    from collections.abc import Iterable, Iterator
+
+    from runtime.codex.rollout import Classifier, Lines
 
 NULL = msgspec.Raw(b"null")
 
 
 class _Payload(msgspec.Struct):
-    type: Any = None
+    type: str | None = None  # any other type: the line takes the full parse
     role: Any = None
     turn_attribution: msgspec.Raw = NULL  # task_started
     item: msgspec.Raw = NULL  # item_completed
@@ -42,7 +44,7 @@ class _Payload(msgspec.Struct):
 
 
 class _Head(msgspec.Struct):
-    type: Any = None
+    type: str | None = None
     payload: _Payload | None = None
 
 
@@ -59,7 +61,38 @@ class _Item(msgspec.Struct):
     content: msgspec.Raw = NULL
 
 
+class _TextPart(msgspec.Struct):
+    type: Any = None
+    text: Any = None
+
+
+class _Passthrough(msgspec.Struct):
+    content_item_kinds: Any = None
+    content_item_metadata: Any = None
+
+
+class _MessagePayload(msgspec.Struct):
+    role: Any = None
+    id: Any = None
+    content: list[_TextPart] | str | None = None
+    internal_chat_message_metadata_passthrough: _Passthrough | None = None
+
+
+class _Metadata(msgspec.Struct):
+    compaction_output: Any = None
+
+
+class _Message(msgspec.Struct):
+    """A user or assistant message line: what ``Classifier.spoken`` reads."""
+
+    payload: _MessagePayload
+    timestamp: Any = None
+    metadata: _Metadata | None = None
+    threadline: Any = None  # a rebuild's carry mark: such lines take the full parse
+
+
 _decode_head = msgspec.json.Decoder(_Head).decode
+_decode_line = msgspec.json.Decoder(_Message).decode
 _decode_attribution = msgspec.json.Decoder(_Attribution | None).decode
 _decode_item = msgspec.json.Decoder(_Item | None).decode
 _decode_content = msgspec.json.Decoder(list[_Part] | str | None).decode
@@ -70,52 +103,103 @@ COPIES = ("UserMessage", "AgentMessage")
 class Prefilter:
     """Books the lines of a rollout that carry no speech into ``classifier``'s counts."""
 
-    def __init__(self, classifier: Classifier) -> None:
+    def __init__(self, classifier: Classifier, name: str) -> None:
         self.classifier = classifier
+        self.name = name  # the rollout's file name, for an utterance without an item id
         # bound once: take runs for nearly every line
         self.types = classifier.stats.types
+        self.spoke = classifier.stats.spoke
         self.reasons = classifier.stats.ignored_reasons
         self.noise = classifier.ledger.noise
         self.other_by_type = classifier.ledger.other_by_type
         self.copies = classifier.sink is not None  # only the audit reads the UI copies
-        self.items: dict[str, tuple[str, str | None]] = {
-            sub: (f"response_item:{sub}", cat) for sub, cat in rules.ITEM_CATEGORY.items()}
-        self.events: dict[str, tuple[str, str | None]] = {
-            sub: (f"event_msg:{sub}", cat) for sub, cat in rules.EVENT_CATEGORY.items()}
+        # (type, payload type) -> (type key, reason and noise category, booked as other):
+        # lines of these pairs are booked by the loop without a look at any other field
+        self.plain: dict[tuple[str | None, str | None], tuple[str, str, bool]] = {}
+        for kind, category in rules.LINE_CATEGORY.items():
+            self._learn(kind, None, kind, category)
+        for sub, category in rules.ITEM_CATEGORY.items():
+            self._learn("response_item", sub, f"response_item:{sub}", category)
+        for sub, category in rules.EVENT_CATEGORY.items():
+            if sub not in _READ or not self.copies:
+                self._learn("event_msg", sub, f"event_msg:{sub}", category)
 
-    def take(self, line: bytes, size: int) -> bool:
+    def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
+        """``(number, line)`` of each line of ``handle`` left to the full parse; the rest booked.
+
+        Line 1 (``session_meta``) is always left. ``lines.position`` and ``lines.stats.lines``
+        are current at each yield and at the end. The loop books a line whose type pair has
+        a plain rule (``self.plain``) itself; ``take`` reads the others.
+        """
+        decode = _decode_head
+        plain = self.plain
+        types, reasons, noise, other_by_type = (
+            self.types, self.reasons, self.noise, self.other_by_type)
+        stats = lines.stats
+        position = lines.position
+        counted = stats.lines
+        lineno = 0
+        for line in handle:
+            lineno += 1
+            size = len(line)
+            position += size
+            if lineno > 1:
+                try:
+                    head: _Head | None = decode(line)
+                except msgspec.DecodeError:
+                    head = None
+                payload = head.payload if head is not None else None
+                if payload is not None:
+                    assert head is not None
+                    rule = plain.get((head.type, payload.type))
+                    if rule is not None and (line.isascii() or _utf8(line)):
+                        key, category, other = rule
+                        types[key] += 1
+                        reasons[category] += 1
+                        noise[category] += size
+                        if other:
+                            other_by_type[key] += size
+                        continue
+                    if self.take(head, payload, line, size, lineno):
+                        continue
+            lines.position = position
+            stats.lines = counted + lineno
+            yield lineno, line
+        lines.position = position
+        stats.lines = counted + lineno
+
+    def take(self, head: _Head, payload: _Payload, line: bytes, size: int, lineno: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
-        try:
-            head = _decode_head(line)
-        except msgspec.DecodeError:
-            return False
-        payload = head.payload
         kind = head.type
-        if payload is None or type(kind) is not str:
+        if kind is None:
             return False
         if not line.isascii() and not _utf8(line):
             return False  # before any state changes: the full parse counts it malformed
+        sub = payload.type
         category: str | None
         if kind == "response_item":
-            sub = payload.type
-            if type(sub) is not str:
+            if sub is None:
                 return False
             if sub == "message":
                 role = payload.role
                 if role == "user" or role == "assistant":
-                    return False
+                    return self._message(line, size, lineno)
                 key, category = "response_item:message", "harness_message"
             else:
-                key, category = self.items.get(sub) or self._learn(self.items, kind, sub)
+                key, category = f"response_item:{sub}", rules.ITEM_CATEGORY.get(sub)
+                self._learn(kind, sub, key, category)
         elif kind == "event_msg":
-            sub = payload.type
-            if type(sub) is not str:
+            if sub is None:
                 return False
-            key, category = self.events.get(sub) or self._learn(self.events, kind, sub)
-            if sub in _READ and not self._event(sub, payload):
-                return False
+            key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
+            if sub in _READ:
+                if not self._event(sub, payload):
+                    return False
+            else:
+                self._learn(kind, sub, key, category)
         else:
             key, category = kind, rules.LINE_CATEGORY.get(kind)
+            self._learn(kind, sub, key, category)
         self.types[key] += 1
         if category is None:  # as Ledger.add_other
             self.reasons["other"] += 1
@@ -126,13 +210,44 @@ class Prefilter:
             self.noise[category] += size
         return True
 
-    @staticmethod
-    def _learn(
-        known: dict[str, tuple[str, str | None]], kind: str, sub: str
-    ) -> tuple[str, str | None]:
-        """The key of a payload type no rule names (booked as other), kept for the next line."""
-        known[sub] = (f"{kind}:{sub}", None)
-        return known[sub]
+    def _message(self, line: bytes, size: int, lineno: int) -> bool:
+        """A user or assistant message of the usual shape, classified from its typed parts.
+
+        Declined: a rebuild's mark (its lead part and kind), a compaction summary, any field
+        of another shape than the typed one.
+        """
+        try:
+            message = _decode_line(line)
+        except msgspec.DecodeError:
+            return False
+        metadata = message.metadata
+        if type(message.threadline) is dict or (
+            metadata is not None and metadata.compaction_output is True
+        ):
+            return False
+        payload = message.payload
+        content = payload.content
+        if content is None:
+            parts: list[tuple[Any, Any]] = []
+        elif isinstance(content, str):
+            parts = [("input_text", content)]
+        else:
+            parts = [(part.type, part.text) for part in content]
+        passthrough = payload.internal_chat_message_metadata_passthrough
+        kinds = passthrough.content_item_kinds if passthrough is not None else None
+        provenance = passthrough.content_item_metadata if passthrough is not None else None
+        self.types["response_item:message"] += 1
+        if self.classifier.spoken(
+            payload.role, parts, kinds if type(kinds) is list else [],
+            provenance if type(provenance) is list else [], None, message.timestamp,
+            payload.id, size, f"{self.name}:{lineno}",
+        ):
+            self.spoke["response_item:message"] += 1
+        return True
+
+    def _learn(self, kind: str, sub: str | None, key: str, category: str | None) -> None:
+        """Book the next line of this type pair in the loop (a type no rule reads further)."""
+        self.plain[(kind, sub)] = (key, category or "other", category is None)
 
     def _event(self, sub: str, payload: _Payload) -> bool:
         """Read what the classifier keeps from an event (trigger, UI copy); False to decline.

@@ -9,7 +9,7 @@ A parent that cannot be found is an error, never a silently shorter history.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,7 @@ class Lines:
         self.meta: dict[str, Any] | None = None
         self.parents: list[str] = []
         self.position = 0
-        self.settle: Callable[[bytes, int], bool] | None = None
+        self.prefilter: Prefilter | None = None  # books own lines that carry no speech
 
     def __iter__(self) -> Iterator[tuple[dict[str, Any], int, str]]:
         """``(event, size, where)`` per line: parents' lines first, then the file's own."""
@@ -128,17 +128,17 @@ class Lines:
         except OSError as exc:
             raise TranscriptError(f"rollout {str(path)!r} cannot be read: {exc.strerror}") from exc
         name = path.name
-        settle = self.settle if own else None  # a parent's lines need their ordinals
+        prefilter = self.prefilter if own else None  # a parent's lines need their ordinals
         loads = orjson.loads
         ordinal = -1
         with handle:
-            for lineno, line in enumerate(handle, 1):
+            source = enumerate(handle, 1) if prefilter is None else prefilter.unsettled(
+                handle, self)
+            for lineno, line in source:
                 size = len(line)
-                if own:
+                if own and prefilter is None:
                     self.position += size
                     self.stats.lines += 1
-                    if settle is not None and lineno > 1 and settle(line, size):
-                        continue
                 try:
                     event = loads(line)
                 except orjson.JSONDecodeError:
@@ -258,35 +258,54 @@ class Classifier:
                 self._summary(event, payload, where, covered=not rebuilt)
                 self._noise("compaction", "compaction_summary", size)
                 return False
-            said: list[tuple[str, str | None]] = [
-                (p["text"], None) for p in _parts(payload.get("content"))
-                if _one_of(p.get("type"), rules.ASSISTANT_TEXT_PARTS) and type(p.get("text")) is str
-            ]
-            kind = "assistant_text"
-        elif role == "user":
-            said = self._human_parts(event, payload)
-            kind = ""
-        else:
+        elif role != "user":
             self._noise("harness_message", f"message:{role}", size)
             return False
+        parts = [(p.get("type"), p.get("text")) for p in _parts(payload.get("content"))]
+        passthrough = payload.get("internal_chat_message_metadata_passthrough")
+        passthrough = passthrough if type(passthrough) is dict else {}
+        kinds = passthrough.get("content_item_kinds")
+        provenance = passthrough.get("content_item_metadata")
+        return self.spoken(
+            role, parts, kinds if type(kinds) is list else [],
+            provenance if type(provenance) is list else [], _mark(event, role),
+            event.get("timestamp"), payload.get("id"), size, where,
+        )
+
+    def spoken(
+        self, role: str, parts: list[tuple[Any, Any]], kinds: list[Any], provenance: list[Any],
+        mark: str | None, stamp: Any, source: Any, size: int, where: str,
+    ) -> bool:
+        """Book a user or assistant message from its ``(type, text)`` parts; True when it spoke.
+
+        ``kinds`` and ``provenance`` are the passthrough's per-part lists, ``mark`` the kind a
+        Threadline rebuild recorded; the typed fast path (``prefilter``) calls this too.
+        """
+        said: list[tuple[str, str | None]]
+        if role == "assistant":
+            said = [(text, None) for ptype, text in parts
+                    if type(text) is str and _one_of(ptype, rules.ASSISTANT_TEXT_PARTS)]
+            kind = "assistant_text"
+        else:
+            said = self._human_parts(parts, kinds, provenance, mark)
+            kind = ""
         said = [(text, k) for text, k in said if text.strip()]
         if not said:
             self._noise("harness_message" if role == "user" else None, f"message:{role}", size)
             return False
-        self._split(payload, said, size)
+        self._split(parts, said, size)
         for index, (text, part_kind) in enumerate(said):
-            self._speak(event, payload, str(role), part_kind or kind, text, where, index)
+            self._speak(role, mark or part_kind or kind, text, stamp, source, where, index)
         return True
 
     def _split(
-        self, payload: dict[str, Any], said: list[tuple[str, str | None]], size: int
+        self, parts: list[tuple[Any, Any]], said: list[tuple[str, str | None]], size: int
     ) -> None:
         """A speech line's bytes: its speech to the conversation, text parts it did not carry
         (environment, AGENTS.md, wrappers) to ``harness_message``, the rest (ids, metadata,
         JSON syntax) to ``other`` as ``message envelope``."""
         spoken = sum(_utf8(text) for text, _ in said)
-        written = sum(_utf8(p["text"]) for p in _parts(payload.get("content"))
-                      if type(p.get("text")) is str)
+        written = sum(_utf8(text) for _, text in parts if type(text) is str)
         harness = max(min(written, size) - spoken, 0)
         spoken = min(spoken, size)
         self.ledger.conversation_bytes += spoken
@@ -296,23 +315,15 @@ class Classifier:
             self.ledger.add_other("message envelope", size - spoken - harness)
 
     def _human_parts(
-        self, event: dict[str, Any], payload: dict[str, Any]
+        self, parts: list[tuple[Any, Any]], kinds: list[Any], provenance: list[Any],
+        mark: str | None,
     ) -> list[tuple[str, str | None]]:
         """Each text part a human typed, with its kind (typed / queued / untagged)."""
-        parts = _parts(payload.get("content"))
-        passthrough = payload.get("internal_chat_message_metadata_passthrough")
-        passthrough = passthrough if type(passthrough) is dict else {}
-        kinds = passthrough.get("content_item_kinds")
-        kinds = kinds if type(kinds) is list else []
-        provenance = passthrough.get("content_item_metadata")
-        provenance = provenance if type(provenance) is list else []
-        mark = _mark(event, "user")
         human: list[tuple[str, str | None]] = []
-        for index, part in enumerate(parts):
-            text = part.get("text")
-            if part.get("type") == "input_image":
+        for index, (ptype, text) in enumerate(parts):
+            if ptype == "input_image":
                 self.ledger.image_seen = True
-            if not _one_of(part.get("type"), rules.USER_TEXT_PARTS) or type(text) is not str:
+            if not _one_of(ptype, rules.USER_TEXT_PARTS) or type(text) is not str:
                 continue
             said = _typed_text(text, _at(kinds, index), _provenance(_at(provenance, index)))
             if said is None:
@@ -326,19 +337,14 @@ class Classifier:
         return human
 
     def _speak(
-        self, event: dict[str, Any], payload: dict[str, Any], role: str, kind: str,
-        text: str, where: str, index: int,
+        self, role: str, kind: str, text: str, stamp: Any, source: Any, where: str, index: int
     ) -> None:
-        mark = _mark(event, role)
-        kind = mark or kind
         self.stats.speech[kind] += 1
         if self.sink is None:
             return
-        stamp = event.get("timestamp")
         good = valid_timestamp(stamp)
         if good:
             self.last_timestamp = stamp
-        source = payload.get("id")
         utt = Utterance(
             kind, role, text,
             f"{source}#{index}" if type(source) is str and source else f"{where}#{index}",
@@ -460,7 +466,7 @@ def scan(
     classifier = Classifier(stats, ledger, sink)
     lines = Lines(Path(path), stats, ledger)
     if FAST if fast is None else fast:
-        lines.settle = Prefilter(classifier).take
+        lines.prefilter = Prefilter(classifier, lines.path.name)
     try:
         total = os.path.getsize(path)
     except OSError as exc:
