@@ -21,7 +21,7 @@ import orjson
 
 from runtime import candidate as claude
 from runtime.codex import rules
-from runtime.codex.rollout import Classifier, scan, sessions_root
+from runtime.codex.rollout import Classifier, no_cycle_collection, scan, sessions_root
 from runtime.config import Config
 from runtime.errors import BlockedError, NothingToCarryError
 from runtime.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
@@ -106,6 +106,14 @@ def build(
     lay_out: bool = True,
 ) -> CodexBuild:
     """Read ``source`` once and lay out the rebuilt rollout (nothing is written)."""
+    with no_cycle_collection():
+        return _build(source, config, new_session_id, progress, lay_out)
+
+
+def _build(
+    source: Path, config: Config, new_session_id: str | None, progress: Progress | None,
+    lay_out: bool,
+) -> CodexBuild:
     sink = TurnBuilder()
     read, ledger, classifier, lines = scan(Path(source), sink, progress)
     turns = sink.finish()

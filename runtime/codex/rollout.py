@@ -8,8 +8,10 @@ A parent that cannot be found is an error, never a silently shorter history.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +102,24 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
             f"under {str(root)!r}; refusing a history without its parent"
         )
     return max(found)[1]
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector (as it was before, after).
+
+    Reading a rollout allocates tens of thousands of acyclic containers (utterances, parts,
+    UI copies) that live to the end; each automatic collection walks all of them again,
+    a third of ``plan``'s time on a 100 MB rollout. Reference counting frees everything
+    else as before.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Lines:
@@ -380,7 +400,7 @@ def _parts(content: Any) -> list[dict[str, Any]]:
 
 
 def _utf8(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _one_of(value: Any, options: frozenset[str]) -> bool:
@@ -473,11 +493,12 @@ def scan(
         raise TranscriptError(f"rollout {str(path)!r} cannot be read: {exc.strerror}") from exc
     step = max(total // 100, 1 << 20)
     mark = step
-    for event, size, where in lines:
-        if progress is not None and lines.position >= mark:
-            progress(lines.position, total)
-            mark = lines.position + step
-        classifier.event(event, size, where)
+    with no_cycle_collection():
+        for event, size, where in lines:
+            if progress is not None and lines.position >= mark:
+                progress(lines.position, total)
+                mark = lines.position + step
+            classifier.event(event, size, where)
     stats.bytes = lines.position
     if progress is not None:
         progress(lines.position, total)
