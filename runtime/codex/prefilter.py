@@ -58,7 +58,7 @@ class _Part(msgspec.Struct):
 
 class _Item(msgspec.Struct):
     type: Any = None
-    content: msgspec.Raw = NULL
+    content: list[_Part] | str | None = None  # another shape: the line takes the full parse
 
 
 class _TextPart(msgspec.Struct):
@@ -95,7 +95,6 @@ _decode_head = msgspec.json.Decoder(_Head).decode
 _decode_line = msgspec.json.Decoder(_Message).decode
 _decode_attribution = msgspec.json.Decoder(_Attribution | None).decode
 _decode_item = msgspec.json.Decoder(_Item | None).decode
-_decode_content = msgspec.json.Decoder(list[_Part] | str | None).decode
 _decode_message = msgspec.json.Decoder(str | None).decode
 COPIES = ("UserMessage", "AgentMessage")
 
@@ -267,8 +266,8 @@ class Prefilter:
                 item = _decode_item(payload.item)
                 if item is None or item.type not in COPIES:
                     return True
-                content = _decode_content(item.content)
-                if type(content) is str:
+                content = item.content
+                if isinstance(content, str):
                     text = content
                 elif content is None:
                     text = ""

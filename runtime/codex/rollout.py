@@ -324,8 +324,12 @@ class Classifier:
         """A speech line's bytes: its speech to the conversation, text parts it did not carry
         (environment, AGENTS.md, wrappers) to ``harness_message``, the rest (ids, metadata,
         JSON syntax) to ``other`` as ``message envelope``."""
-        spoken = sum(_utf8(text) for text, _ in said)
-        written = sum(_utf8(text) for _, text in parts if type(text) is str)
+        spoken = written = 0
+        for text, _ in said:
+            spoken += _utf8(text)
+        for _, text in parts:
+            if type(text) is str:
+                written += _utf8(text)
         harness = max(min(written, size) - spoken, 0)
         spoken = min(spoken, size)
         self.ledger.conversation_bytes += spoken

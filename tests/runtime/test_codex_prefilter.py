@@ -106,6 +106,29 @@ def test_fast_path_matches_the_full_parse_on_a_hand_built_session() -> None:
     session.add("response_item", {"type": "brand_new_item"})
     session.add("brand_new_line", {"type": "x"})
     session.add("response_item", None)
+    session.event("item_completed", item={"type": "CommandExecution", "content": {"odd": 1}})
+    session.message("user", "a bare string content")
+    session.message("user", None)
+    session.message("user", [{"type": "input_image", "image_url": "data:"},
+                             {"type": "input_text", "text": "<image name=[Image #1]>"},
+                             {"type": "input_text", "text": "look at this é"}])
+    session.message("user", [{"type": "input_text", "text": "# Context from my IDE setup:\n"
+                              "x\n## My request for Codex:\nfix it"}])
+    session.message("user", [{"type": "input_text", "text": "tagged"}], ["not", "a", "dict"])
+    session.message("user", [{"type": "input_text", "text": "harness"}],
+                    {"content_item_kinds": ["environments.environment_context"]})
+    session.message("user", [{"type": "input_text", "text": "provenance"}],
+                    {"content_item_metadata": [{"provenance": {"type": "hook"}}]})
+    session.message("assistant", [{"type": "output_text", "text": "  "}])
+    session.message("assistant", [{"type": "output_text", "text": 7}])
+    session.message("assistant", [{"type": "output_text", "text": "summary"}], None,
+                    {"compaction_output": True})
+    session.message("assistant", [{"type": "output_text", "text": "odd metadata"}], None,
+                    ["x"])
+    session.add("response_item", {"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": "marked"}]}, threadline={"kind": "assistant_text"})
+    session.add("response_item", {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "no id"}]}, timestamp="not a time")
     session.lines.append(b'{"timestamp":"t","type":"turn_context","payload":{"a":"\xff"}}')
     session.lines.append(b'{"timestamp":"t","type":"turn_context","payload":{"cut":')
     _assert_same(session.write(WORK / "hand"))
