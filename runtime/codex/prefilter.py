@@ -1,22 +1,26 @@
 """The Codex reader's fast path: book every line that cannot carry speech from a typed head.
 
 All but the user and assistant messages of a rollout are noise: token records, turn contexts,
-world states, reasoning, tool calls and outputs, developer messages, UI copies. ``Prefilter.take``
-decodes a line into ``_Head`` — the envelope ``type`` and the payload's ``type`` and ``role``,
-with ``turn_attribution``, ``item`` and ``message`` left as raw bytes — and books it exactly as
-``rollout.Classifier.event`` would: its type count, its reason, its bytes. ``msgspec`` skips
-every other field without building it. Only what the classifier reads from a noise line is
-decoded further: the queue trigger of ``task_started`` and, when the caller keeps turns (the
-recognition audit), the texts of ``item_completed`` UserMessage/AgentMessage copies and legacy
-``user_message``/``agent_message`` events.
+world states, reasoning, tool calls and outputs, developer messages, UI copies.
+``Prefilter.unsettled`` runs the loop over the rollout's own lines: it decodes each into
+``_Head`` — the envelope ``type`` and the payload's ``type`` and ``role``, with
+``turn_attribution``, ``item`` and ``message`` left as raw bytes; ``msgspec`` skips every other
+field without building it — and books it exactly as ``rollout.Classifier.event`` would: its
+type count, its reason, its bytes. A ``(type, payload type)`` pair that no rule reads further
+is booked in the loop; ``take`` reads the rest: the queue trigger of ``task_started`` and,
+when the caller keeps turns (the recognition audit), the texts of ``item_completed``
+UserMessage/AgentMessage copies and legacy ``user_message``/``agent_message`` events. User and
+assistant messages are decoded once more into ``_Message`` and classified by
+``Classifier.spoken``, the code the full parse uses for them too.
 
-It settles only what it is sure of. A user or assistant message, a line without an object
-``payload`` or with a non-string type, an odd value where a typed field is expected, a line
-msgspec rejects or one that is not valid UTF-8 returns False and goes through the full parse
-(``orjson`` + ``Classifier.event``). ``tests/runtime/test_codex_prefilter.py`` holds both
-paths to identical ``plan``/``dirty`` JSON and byte-identical forks over the corpus and fuzzed
-lines. (One known difference stays, as in ``runtime.prefilter``: a number beyond the float
-range in a skipped field, which orjson rejects and Codex's serde_json never writes.)
+It settles only what it is sure of. A message with a rebuild's carry mark or a compaction
+summary, a line without an object ``payload`` or with a non-string type, an odd value where a
+typed field is expected, a line msgspec rejects or one that is not valid UTF-8 is handed on
+to the full parse (``orjson`` + ``Classifier.event``).
+``tests/runtime/test_codex_prefilter.py`` holds both paths to identical ``plan``/``dirty``
+JSON and byte-identical forks over the corpus and fuzzed lines. (One known difference stays,
+as in ``runtime.prefilter``: a number beyond the float range in a skipped field, which orjson
+rejects and Codex's serde_json never writes.)
 """
 
 from __future__ import annotations

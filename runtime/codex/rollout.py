@@ -1,9 +1,11 @@
 """Reading a Codex rollout: line 0, fork/revision parents inlined, every line classified.
 
 ``scan`` reads the rollout once (the parent's lines first when line 0 names a
-``history_base``), parses each line with orjson, and lets ``Classifier`` decide per line:
-speech to the turn sink, everything else to a noise category of the ledger, counted by type.
-A parent that cannot be found is an error, never a silently shorter history.
+``history_base``) and lets ``Classifier`` decide per line: speech to the turn sink,
+everything else to a noise category of the ledger, counted by type. The rollout's own lines
+first meet ``prefilter.Prefilter`` (a typed msgspec decode of the fields the rules read);
+what it declines, and every parent line, is parsed whole with orjson. A parent that cannot
+be found is an error, never a silently shorter history.
 """
 
 from __future__ import annotations
