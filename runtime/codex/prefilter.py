@@ -96,6 +96,7 @@ class _Message(msgspec.Struct):
 
 
 _decode_head = msgspec.json.Decoder(_Head).decode
+_NO_HEAD = _Head()  # what a line msgspec rejects gives: no payload, the full parse decides
 _decode_line = msgspec.json.Decoder(_Message).decode
 _decode_attribution = msgspec.json.Decoder(_Attribution | None).decode
 _decode_item = msgspec.json.Decoder(_Item | None).decode
@@ -148,12 +149,11 @@ class Prefilter:
             position += size
             if lineno > 1:
                 try:
-                    head: _Head | None = decode(line)
+                    head = decode(line)
                 except msgspec.DecodeError:
-                    head = None
-                payload = head.payload if head is not None else None
+                    head = _NO_HEAD
+                payload = head.payload
                 if payload is not None:
-                    assert head is not None
                     rule = plain.get((head.type, payload.type))
                     if rule is not None and (line.isascii() or _utf8(line)):
                         key, category, other = rule
