@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
 from runtime import candidate as claude
 from runtime.codex import rules
-from runtime.codex.rollout import Classifier, scan, sessions_root
+from runtime.codex.rollout import Classifier, no_cycle_collection, scan, sessions_root
 from runtime.config import Config
 from runtime.errors import BlockedError, NothingToCarryError
 from runtime.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
-from runtime.speech import MARK_KEY, carry_mark
+from runtime.speech import MARK_KEY, Utterance, carry_mark
 from runtime.transcript import Progress
 from runtime.turns import Turn, TurnBuilder
 
@@ -60,27 +61,16 @@ class CodexLayout(Layout):
         super().__init__(session)
         self.meta = meta
 
-    def finish(self) -> tuple[list[dict[str, Any]], list[ManifestEntry]]:
+    def finish(self) -> tuple[RolloutLines, list[ManifestEntry]]:  # type: ignore[override]
+        # the lines are made one at a time when written: holding them all doubled fork's memory
         paginated = self.meta.get("history_mode") == "paginated"
         last_ts = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
         head_ts = self.meta.get("timestamp") if type(self.meta.get("timestamp")) is str else last_ts
         head: dict[str, Any] = {"timestamp": head_ts, "type": "session_meta", "payload": self.meta}
-        self.items.append(_ordered(head, 0, paginated))
+        stamps: list[str] = []
         for position, (utt, stamp, turn) in enumerate(self.pending):
             last_ts = utt.timestamp or last_ts
-            part = "output_text" if utt.role == "assistant" else "input_text"
-            texts = ([stamp] if stamp else []) + [utt.text]
-            line: dict[str, Any] = {
-                "timestamp": last_ts,
-                "type": "response_item",
-                "payload": {
-                    "type": "message",
-                    "role": utt.role,
-                    "content": [{"type": part, "text": text} for text in texts],
-                },
-                MARK_KEY: carry_mark(utt.kind, stamp),
-            }
-            self.items.append(_ordered(line, position + 1, paginated))
+            stamps.append(last_ts)
             digest = sha256_text(utt.text)
             self.manifest.append(
                 ManifestEntry(
@@ -88,7 +78,60 @@ class CodexLayout(Layout):
                     utt.source_uuid, utt.source_timestamp, turn, digest, digest, stamp,
                 )
             )
-        return self.items, self.manifest
+        lines = RolloutLines(_ordered(head, 0, paginated), self.pending, stamps, paginated)
+        return lines, self.manifest
+
+
+class RolloutLines(Sequence[dict[str, Any]]):
+    """The rebuilt rollout's lines as JSON-able dicts, each made when it is read."""
+
+    def __init__(
+        self, head: dict[str, Any], pending: list[tuple[Utterance, str | None, int | None]],
+        stamps: list[str], paginated: bool,
+    ) -> None:
+        self.head = head
+        self.pending = pending
+        self.stamps = stamps  # each line's timestamp: its own, else the nearest earlier one
+        self.paginated = paginated
+
+    def __len__(self) -> int:
+        return 1 + len(self.pending)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.head if index == 0 else self._line(index)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield self.head
+        for index in range(1, len(self)):
+            yield self._line(index)
+
+    def _line(self, index: int) -> dict[str, Any]:
+        utt, stamp, _ = self.pending[index - 1]
+        part = "output_text" if utt.role == "assistant" else "input_text"
+        texts = [stamp, utt.text] if stamp else [utt.text]
+        line: dict[str, Any] = {"timestamp": self.stamps[index - 1]}
+        if self.paginated:
+            line["ordinal"] = index
+        line["type"] = "response_item"
+        line["payload"] = {
+            "type": "message",
+            "role": utt.role,
+            "content": [{"type": part, "text": text} for text in texts],
+        }
+        line[MARK_KEY] = carry_mark(utt.kind, stamp)
+        return line
 
 
 def _ordered(line: dict[str, Any], ordinal: int, paginated: bool) -> dict[str, Any]:
@@ -106,6 +149,14 @@ def build(
     lay_out: bool = True,
 ) -> CodexBuild:
     """Read ``source`` once and lay out the rebuilt rollout (nothing is written)."""
+    with no_cycle_collection():
+        return _build(source, config, new_session_id, progress, lay_out)
+
+
+def _build(
+    source: Path, config: Config, new_session_id: str | None, progress: Progress | None,
+    lay_out: bool,
+) -> CodexBuild:
     sink = TurnBuilder()
     read, ledger, classifier, lines = scan(Path(source), sink, progress)
     turns = sink.finish()
@@ -119,14 +170,14 @@ def build(
         plan = replace(plan, blocked=_audit_reason(audit))
     meta = _new_meta(lines.meta or {}, session)
     layout = claude._lay_out(CodexLayout(session, meta), None, turns, stamps, plan)
-    items, manifest = layout.finish() if lay_out else ([], [])
+    items, manifest = layout.finish() if lay_out else ((), [])
     count = layout.count
     return CodexBuild(
         source=Path(source),
         new_session_id=session,
         turns=tuple(turns),
         selected=tuple(plan.keep),
-        items=tuple(items),
+        items=items,  # type: ignore[arg-type]  # RolloutLines: a lazy sequence, not a tuple
         manifest=tuple(manifest),
         read=read,
         ledger=ledger,

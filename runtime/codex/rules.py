@@ -81,8 +81,6 @@ EVENT_CATEGORY: dict[str, str] = {
     "agent_reasoning": "reasoning",
     "context_compacted": "compaction",
 }
-# event_msg payload types the fast path counts from the line header (never speech, no copy)
-SETTLED_EVENTS: tuple[str, ...] = ("token_count", "task_complete", "thread_settings_applied")
 TRIGGER_KIND: dict[str, str] = {"queue": "queued"}
 # image wrapper parts around an ``input_image`` (field rollouts): not typed text
 IMAGE_OPENINGS: tuple[str, ...] = ("<image name=", "</image>")

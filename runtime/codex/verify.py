@@ -68,7 +68,7 @@ def _parse(path: Path, number: int, raw: bytes) -> dict[str, Any]:
             f"check 'parse': line {number} of {str(path)!r} is not JSON"
         ) from exc
     _require(type(line) is dict, "parse", path, f"line {number} is not an object")
-    return dict(line)
+    return line  # checked to be a dict just above; orjson gives it, no copy needed
 
 
 def _check_meta(path: Path, line: dict[str, Any], built: CodexBuild) -> None:
@@ -88,29 +88,37 @@ def _check_meta(path: Path, line: dict[str, Any], built: CodexBuild) -> None:
 def _check_item(
     path: Path, number: int, line: dict[str, Any], entry: ManifestEntry, paginated: bool
 ) -> None:
+    """One carried line against its manifest entry (messages are formatted only on failure:
+    this runs for every carried utterance)."""
     where = f"line {number}"
     payload = line.get("payload")
-    _require(line.get("type") == "response_item" and type(payload) is dict
-             and payload.get("type") == "message", "types", path, f"{where} is not a message")
+    if not (line.get("type") == "response_item" and type(payload) is dict
+            and payload.get("type") == "message"):
+        _require(False, "types", path, f"{where} is not a message")
     assert isinstance(payload, dict)
     role = payload.get("role")
-    _require(role == entry.role, "types", path, f"{where} is {role!r}, not {entry.role!r}")
-    if paginated:
-        _require(line.get("ordinal") == number, "ordinals", path, f"{where} ordinal")
-    _require(type(line.get("timestamp")) is str, "timestamps", path, f"{where} timestamp")
+    if role != entry.role:
+        _require(False, "types", path, f"{where} is {role!r}, not {entry.role!r}")
+    if paginated and line.get("ordinal") != number:
+        _require(False, "ordinals", path, f"{where} ordinal")
+    if type(line.get("timestamp")) is not str:
+        _require(False, "timestamps", path, f"{where} timestamp")
     content = payload.get("content")
-    _require(type(content) is list and len(content) == (2 if entry.stamp else 1), "parts",
-             path, f"{where} does not hold exactly its text part(s)")
+    if not (type(content) is list and len(content) == (2 if entry.stamp else 1)):
+        _require(False, "parts", path, f"{where} does not hold exactly its text part(s)")
     assert isinstance(content, list)
+    part_type = PART[entry.role]
     for part in content:
-        _require(type(part) is dict and part.get("type") == PART[entry.role]
-                 and type(part.get("text")) is str, "parts", path, f"{where} holds a non-text part")
+        if not (type(part) is dict and part.get("type") == part_type
+                and type(part.get("text")) is str):
+            _require(False, "parts", path, f"{where} holds a non-text part")
     mark = line.get("threadline")
-    _require(mark == ({"kind": entry.kind, "lead": entry.stamp} if entry.stamp
-                      else {"kind": entry.kind}), "mark", path, f"{where} mark")
+    if mark != ({"kind": entry.kind, "lead": entry.stamp} if entry.stamp
+                else {"kind": entry.kind}):
+        _require(False, "mark", path, f"{where} mark")
     digest = sha256_text(content[-1]["text"])
-    _require(digest == entry.candidate_sha256 == entry.source_sha256, "text_digest", path,
-             f"{where} text digest differs from its source")
+    if not digest == entry.candidate_sha256 == entry.source_sha256:
+        _require(False, "text_digest", path, f"{where} text digest differs from its source")
 
 
 def _audit(built: CodexBuild, carried: Counter[str], path: Path) -> dict[str, dict[str, int]]:
