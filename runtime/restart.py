@@ -85,16 +85,8 @@ def restart(door: Door, want: health.Expectation, argv: Sequence[str], workdir: 
         door.settle()
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """``tl-rebuild restart --session ID``: restart claude on a session and wait until ready."""
-    cmd = sub.add_parser("restart", help="restart claude on SESSION through the door and wait "
-                                         "until it is ready (tl-provision apply --restart-claude)")
-    cmd.add_argument("--session", required=True, help="the session id claude must run after")
-    cmd.add_argument("--config", help="runtime config file (TOML)")
-    cmd.set_defaults(func=_run_restart)
-
-
-def _run_restart(args: argparse.Namespace) -> int:
+def run_restart(args: argparse.Namespace) -> int:
+    """``tl-rebuild restart``: restart claude on ``args.session`` and wait until it is ready."""
     from runtime.config import config_path_from, load_config
     from runtime.doors.base import open_door
     from runtime.errors import DoorError
