@@ -137,10 +137,24 @@ def load_profile(path: str | Path) -> Profile:
     try:
         data = bounded_yaml(text)
     except yaml.YAMLError as exc:
-        raise ProfileError(f"host profile {str(source)!r} is not valid YAML: {exc}") from exc
+        raise ProfileError(
+            f"host profile {str(source)!r} is not valid YAML: {_yaml_problem(exc)}"
+        ) from exc
     except ValueError as exc:
         raise ProfileError(f"host profile {str(source)!r} is refused: {exc}") from exc
     return profile_from_mapping(data, str(source))
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's message on one line: the problem and where (its own text spans several
+    lines with a source snippet and a caret)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        context = getattr(exc, "context", None)
+        lead = f"{context}: " if context else ""
+        return f"{lead}{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
 
 
 MAX_YAML_BYTES = 1 << 20

@@ -102,3 +102,16 @@ def test_hook_enabled_defaults_to_true_and_reads_false() -> None:
 def test_hook_enabled_must_be_a_boolean_and_the_error_names_it() -> None:
     with pytest.raises(ProfileError, match=r"hook\.enabled: 'no' is not of type 'boolean'"):
         profile_from_mapping(_with(hook={"enabled": "no"}))
+
+
+def test_bad_yaml_error_is_one_line_with_its_position(tmp_path: Path) -> None:
+    """An operator sees one line naming the file, the problem and where, not PyYAML's
+    multi-line snippet with a caret under the offending character."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("host: x\ndoor: [unclosed\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(bad)
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(bad) in message and "is not valid YAML" in message
+    assert "at line 3, column 1" in message  # the unclosed sequence meets the end
