@@ -193,8 +193,24 @@ def _measure(root: yaml.Node) -> None:
             continue
         if id(node) in sizes:
             continue
+        _refuse_duplicate_keys(node)
         stack.append((node, depth, True))
         stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)
+
+
+def _refuse_duplicate_keys(node: yaml.Node) -> None:
+    """YAML keeps the last of two equal keys silently; a profile with two ``rebuild:`` (or two
+    ``door:``) sections would lose the first without a word."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict[str, int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            raise ValueError(f"duplicate key {key.value!r} (lines {seen[key.value]} and {line})")
+        seen[key.value] = line
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

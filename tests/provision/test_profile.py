@@ -115,3 +115,13 @@ def test_bad_yaml_error_is_one_line_with_its_position(tmp_path: Path) -> None:
     assert "\n" not in message
     assert str(bad) in message and "is not valid YAML" in message
     assert "at line 3, column 1" in message  # the unclosed sequence meets the end
+
+
+def test_a_key_given_twice_is_an_error_naming_it_and_both_lines(tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys without a word: a second ``rebuild:`` section
+    pasted at the bottom silently threw away the first one's knobs."""
+    doubled = tmp_path / "doubled.yml"
+    doubled.write_text("host: a\nrebuild:\n  carry_max_tokens: 0\nhost: b\n")
+    with pytest.raises(ProfileError, match=r"duplicate key 'host' \(lines 1 and 4\)") as info:
+        load_profile(doubled)
+    assert str(doubled) in str(info.value)
