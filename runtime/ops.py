@@ -67,6 +67,12 @@ def request(config: Config, reason: str, confirmation: str, session_id: str | No
             f"request reason is {len(reason.strip())} characters, at most {MAX_REASON_CHARS}: "
             "say why in a sentence (audit records never hold conversation text); nothing written"
         )
+    from runtime.resume import SESSION_ID
+
+    if session_id and not SESSION_ID.fullmatch(session_id):
+        raise ConfirmationError(
+            f"{session_id!r} is not a session id (letters, digits, '-' and '_'); nothing written"
+        )
     store = _store(config)
     entry = {"reason": reason.strip(), "source": source, "at": now_iso()}
     if session_id:

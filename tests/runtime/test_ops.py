@@ -291,3 +291,12 @@ def test_doctor_fails_the_state_dir_check_when_it_names_a_file_or_sits_below_one
         assert check["ok"] is False and str(bad) in check["detail"]
     fresh = ops.doctor(replace(world.config, state_dir=tmp_path / "not" / "yet"))
     assert fresh["checks"]["state_dir"]["ok"] is True
+
+
+def test_a_request_bound_to_a_name_that_is_no_session_id_writes_nothing(world: World) -> None:
+    """``--session`` took any text (paths, blanks, newlines that broke ``list``) and bound the
+    operation to a session no Stop can ever name."""
+    for bad in ("../../etc/passwd", "a b", "a\nb", "s-1\n"):
+        with pytest.raises(ConfirmationError, match="is not a session id"):
+            ops.request(world.config, "x", "REBUILD", session_id=bad)
+    assert ops.list_operations(world.config) == []
