@@ -137,10 +137,24 @@ def load_profile(path: str | Path) -> Profile:
     try:
         data = bounded_yaml(text)
     except yaml.YAMLError as exc:
-        raise ProfileError(f"host profile {str(source)!r} is not valid YAML: {exc}") from exc
+        raise ProfileError(
+            f"host profile {str(source)!r} is not valid YAML: {_yaml_problem(exc)}"
+        ) from exc
     except ValueError as exc:
         raise ProfileError(f"host profile {str(source)!r} is refused: {exc}") from exc
     return profile_from_mapping(data, str(source))
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's message on one line: the problem and where (its own text spans several
+    lines with a source snippet and a caret)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        context = getattr(exc, "context", None)
+        lead = f"{context}: " if context else ""
+        return f"{lead}{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
 
 
 MAX_YAML_BYTES = 1 << 20
@@ -179,8 +193,24 @@ def _measure(root: yaml.Node) -> None:
             continue
         if id(node) in sizes:
             continue
+        _refuse_duplicate_keys(node)
         stack.append((node, depth, True))
         stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)
+
+
+def _refuse_duplicate_keys(node: yaml.Node) -> None:
+    """YAML keeps the last of two equal keys silently; a profile with two ``rebuild:`` (or two
+    ``door:``) sections would lose the first without a word."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict[str, int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            raise ValueError(f"duplicate key {key.value!r} (lines {seen[key.value]} and {line})")
+        seen[key.value] = line
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -67,6 +67,12 @@ def request(config: Config, reason: str, confirmation: str, session_id: str | No
             f"request reason is {len(reason.strip())} characters, at most {MAX_REASON_CHARS}: "
             "say why in a sentence (audit records never hold conversation text); nothing written"
         )
+    from runtime.resume import SESSION_ID
+
+    if session_id and not SESSION_ID.fullmatch(session_id):
+        raise ConfirmationError(
+            f"{session_id!r} is not a session id (letters, digits, '-' and '_'); nothing written"
+        )
     store = _store(config)
     entry = {"reason": reason.strip(), "source": source, "at": now_iso()}
     if session_id:
@@ -253,6 +259,14 @@ def turns_since_switch(op: Operation, rules: RebuildConfig | None = None) -> int
     return sum(1 for turn in sink.finish() if turn.humans)
 
 
+def _can_be_folder(path: Path) -> bool:
+    """``path`` is a folder, or its nearest existing ancestor is one (a request creates it)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe.is_dir()
+
+
 def doctor(config: Config) -> dict[str, Any]:
     """Read-only checks of the runtime config, store and door."""
     checks: dict[str, dict[str, Any]] = {}
@@ -265,7 +279,8 @@ def doctor(config: Config) -> dict[str, Any]:
     add("project_dir", bool(config.project_dir and config.project_dir.is_dir()),
         str(config.project_dir))
     add("workdir", bool(config.workdir and config.workdir.is_dir()), str(config.workdir))
-    add("state_dir", config.state_dir is not None, str(config.state_dir))
+    add("state_dir", config.state_dir is not None and _can_be_folder(config.state_dir),
+        str(config.state_dir))
     sw = config.switch
     if sw.door == "tmux":
         add("resume_argv", any("{session_id}" in t for t in sw.resume_argv), list(sw.resume_argv))

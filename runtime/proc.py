@@ -158,6 +158,10 @@ def ensure_dir(path: str | os.PathLike[str], mode: int = 0o700) -> Path:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, mode)
+    except FileExistsError as exc:
+        raise ProcError(
+            f"cannot create directory {str(directory)!r}: it exists and is not a directory"
+        ) from exc
     except OSError as exc:
         raise ProcError(f"cannot create directory {str(directory)!r}: {exc.strerror}") from exc
     return directory

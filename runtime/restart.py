@@ -37,6 +37,11 @@ def missing_transcript(project_dir: Path | None, session_id: str) -> str | None:
     """Why ``claude --resume session_id`` cannot work, before anything is stopped: claude
     writes a session's transcript only once something is said, and resuming a session without
     one ends with "No conversation found" after the running claude is gone (measured, 2.1.328)."""
+    from runtime.resume import SESSION_ID
+
+    if not SESSION_ID.fullmatch(session_id):
+        return (f"{session_id!r} is not a session id (letters, digits, '-' and '_'); "
+                "nothing was restarted")
     if project_dir is None:
         return None
     path = project_dir / f"{session_id}.jsonl"

@@ -215,7 +215,7 @@ def _transcript(config: Config, payload: dict[str, Any],
     try:
         resolved = path.resolve(strict=True)
         project = config.project_dir.resolve(strict=True)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on Python < 3.13
         return f"transcript {str(path)!r} or project_dir does not exist", None
     if resolved.parent != project or resolved.suffix != ".jsonl":
         return (f"transcript {str(path)!r} is not a session file of project_dir "

@@ -208,9 +208,15 @@ class Store:
         return sorted(f"{i}.json" for i in self._names() if not ID_PATTERN.fullmatch(i))
 
     def _names(self) -> list[str]:
-        if not self.operations_dir.is_dir():
-            return []
-        return [p.name[:-5] for p in self.operations_dir.glob("op-*.json")]
+        try:
+            names = os.listdir(self.operations_dir)
+        except FileNotFoundError:
+            return []  # nothing was ever requested
+        except OSError as exc:  # state_dir names a file, sits below one, or is unreadable
+            raise StoreError(
+                f"cannot list {str(self.operations_dir)!r}: {exc.strerror}"
+            ) from exc
+        return [n[:-5] for n in names if n.startswith("op-") and n.endswith(".json")]
 
     def all(self) -> list[Operation]:
         return [self.read(i) for i in self.ids()]

@@ -102,3 +102,26 @@ def test_hook_enabled_defaults_to_true_and_reads_false() -> None:
 def test_hook_enabled_must_be_a_boolean_and_the_error_names_it() -> None:
     with pytest.raises(ProfileError, match=r"hook\.enabled: 'no' is not of type 'boolean'"):
         profile_from_mapping(_with(hook={"enabled": "no"}))
+
+
+def test_bad_yaml_error_is_one_line_with_its_position(tmp_path: Path) -> None:
+    """An operator sees one line naming the file, the problem and where, not PyYAML's
+    multi-line snippet with a caret under the offending character."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("host: x\ndoor: [unclosed\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(bad)
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(bad) in message and "is not valid YAML" in message
+    assert "at line 3, column 1" in message  # the unclosed sequence meets the end
+
+
+def test_a_key_given_twice_is_an_error_naming_it_and_both_lines(tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys without a word: a second ``rebuild:`` section
+    pasted at the bottom silently threw away the first one's knobs."""
+    doubled = tmp_path / "doubled.yml"
+    doubled.write_text("host: a\nrebuild:\n  carry_max_tokens: 0\nhost: b\n")
+    with pytest.raises(ProfileError, match=r"duplicate key 'host' \(lines 1 and 4\)") as info:
+        load_profile(doubled)
+    assert str(doubled) in str(info.value)

@@ -87,6 +87,21 @@ def test_stop_with_a_transcript_outside_project_dir_fails_the_bound_operation(
     assert "not a session file of project_dir" in op.failure["message"]
 
 
+
+def test_stop_with_a_transcript_that_is_a_symlink_loop_fails_the_bound_operation(
+    world: World,
+) -> None:
+    """Python 3.11's ``resolve(strict=True)`` raises RuntimeError (not OSError) on a loop:
+    it escaped the check and left the operation pending with a traceback on stderr."""
+    op_id = ops.request(world.config, "x", "REBUILD", session_id="s-loop")["operation_id"]
+    loop = world.config.project_dir / "s-loop.jsonl"  # type: ignore[operator]
+    loop.symlink_to(loop)
+    done = world.hook(session_id="s-loop", transcript=str(loop))
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    op = world.store.read(op_id)
+    assert op.state.value == "failed" and op.failure is not None
+    assert "does not exist" in op.failure["message"] or "cannot" in op.failure["message"]
+
 def test_an_error_while_handling_is_reported_off_stdout_and_still_exits_0(world: World) -> None:
     ops.request(world.config, "x", "REBUILD")
     broken = world.config_path.read_text() + "\nunknown_key = 1\n"

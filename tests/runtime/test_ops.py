@@ -274,3 +274,29 @@ def test_doctor_and_status_say_how_much_space_the_state_dir_holds(world: World) 
     on_disk = sum(p.stat().st_size for p in world.state_dir.rglob("*") if p.is_file())
     assert size["ok"] is True and size["detail"]["bytes"] == on_disk >= 5000
     assert ops.status(world.config, op_id)["state_dir_size"].endswith("KiB")
+
+
+def test_doctor_fails_the_state_dir_check_when_it_names_a_file_or_sits_below_one(
+    tmp_path: Path,
+) -> None:
+    """The state_dir row said ok for a path that can never hold operations; a state_dir that
+    does not exist yet is still fine (the first request creates it)."""
+    from dataclasses import replace
+
+    world = make_world(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for bad in (afile, afile / "below"):
+        check = ops.doctor(replace(world.config, state_dir=bad))["checks"]["state_dir"]
+        assert check["ok"] is False and str(bad) in check["detail"]
+    fresh = ops.doctor(replace(world.config, state_dir=tmp_path / "not" / "yet"))
+    assert fresh["checks"]["state_dir"]["ok"] is True
+
+
+def test_a_request_bound_to_a_name_that_is_no_session_id_writes_nothing(world: World) -> None:
+    """``--session`` took any text (paths, blanks, newlines that broke ``list``) and bound the
+    operation to a session no Stop can ever name."""
+    for bad in ("../../etc/passwd", "a b", "a\nb", "s-1\n"):
+        with pytest.raises(ConfirmationError, match="is not a session id"):
+            ops.request(world.config, "x", "REBUILD", session_id=bad)
+    assert ops.list_operations(world.config) == []

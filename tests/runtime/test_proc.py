@@ -80,6 +80,15 @@ def test_ensure_dir_sets_0700_on_a_new_or_existing_folder(tmp_path: Path) -> Non
     assert mode(folder) == 0o700
 
 
+
+def test_ensure_dir_on_a_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
+    """A state_dir that names a file: the error says so, not a bare "File exists"."""
+    afile = tmp_path / "state"
+    afile.write_text("")
+    with pytest.raises(ProcError, match=r"exists and is not a directory") as info:
+        proc.ensure_dir(afile)
+    assert str(afile) in str(info.value) and "File exists" not in str(info.value)
+
 def test_run_names_a_missing_binary_and_a_failing_command(tmp_path: Path) -> None:
     with pytest.raises(ProcError, match="command not found: '/nonexistent/tl-no-such-binary'"):
         proc.run(["/nonexistent/tl-no-such-binary"])

@@ -250,3 +250,20 @@ def test_a_restart_left_at_the_unanswered_warning_fails_on_the_missing_session_r
                                   "warning is answered: it may be waiting there, deaf) "
                                   "(after 3s)")
     assert "I am using this for local development" in tmux_server.capture(world.target)
+
+
+def test_a_session_that_is_no_session_id_is_refused_before_anything_is_stopped(
+    tmp_path: Path,
+) -> None:
+    """``restart --session ../x`` probed a path outside project_dir and, had it existed,
+    would have stopped claude to resume a name that is no session."""
+    from runtime.restart import missing_transcript
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    (tmp_path / "x.jsonl").write_text("{}\n")
+    for bad in ("../x", "", "a b", "a\nb", "s-1\n"):
+        why = missing_transcript(project, bad)
+        assert why is not None and "is not a session id" in why
+    (project / "s-1.jsonl").write_text("{}\n")
+    assert missing_transcript(project, "s-1") is None

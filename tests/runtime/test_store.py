@@ -259,3 +259,14 @@ def test_recover_finds_an_active_record_that_no_hint_names_and_settles_it(
     result = ops.recover(world.config)
     assert result["operation_id"] == op_id and "hint_restored" in world.events(op_id)
     assert world.store.active() is not None and world.store.active().operation_id == op_id
+
+
+def test_a_state_dir_that_is_a_file_is_an_error_not_an_empty_store(tmp_path: Path) -> None:
+    """``tl-rebuild list`` once said "no operations" (exit 0) when state_dir named a file or
+    sat below one, hiding a broken config; a missing state_dir is still an empty store."""
+    afile = tmp_path / "state"
+    afile.write_text("")
+    for root in (afile, afile / "below"):
+        with pytest.raises(StoreError, match="cannot list"):
+            Store(root).ids()
+    assert Store(tmp_path / "missing").ids() == []
