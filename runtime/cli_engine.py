@@ -121,11 +121,15 @@ def run_fork(args: argparse.Namespace) -> int:
         result["workdir"] = workdir
     if args.manifest:
         manifest = Path(args.manifest).expanduser().absolute()
-        result["manifest"] = {
-            "path": str(manifest),
-            "sha256": candidate.write_manifest(built, manifest),
-            "entries": len(built.manifest),
-        }
+        try:
+            digest = candidate.write_manifest(built, manifest)
+        except BaseException:
+            # a fork that fails leaves no session behind: the stray one would be the newest
+            # in the live project folder, read by plan/dirty and by claude --continue
+            proc.remove(path)
+            raise
+        result["manifest"] = {"path": str(manifest), "sha256": digest,
+                              "entries": len(built.manifest)}
     if args.json:
         _emit_json(result)
     else:

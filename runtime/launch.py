@@ -48,7 +48,7 @@ def choose_argv(launch: Sequence[str], pointer: str, cwd: str,
     session_id = read_pointer(pointer)
     if session_id is None:
         return launch, f"WARNING: pointer {pointer!r} is missing or empty; " + _unchanged(launch)
-    if not SESSION_ID.match(session_id):
+    if not SESSION_ID.fullmatch(session_id):
         return launch, (f"WARNING: pointer {pointer!r} holds {session_id!r}, not a session id; "
                         + _unchanged(launch))
     target = session_file(session_id, cwd, environ)

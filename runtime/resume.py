@@ -38,7 +38,7 @@ def resume_argv(launch_argv: Sequence[str], session_id: str) -> list[str]:
             f"launch argv {argv!r} runs a shell; its claude command line cannot be rewritten "
             f"safely (put claude's own argv in the launch argv)"
         )
-    if not SESSION_ID.match(session_id):
+    if not SESSION_ID.fullmatch(session_id):
         raise ResumeArgvError(f"session id {session_id!r} is not a valid session id")
     _refuse_options(argv)
     spans = _session_flags(argv)

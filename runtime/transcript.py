@@ -105,6 +105,8 @@ def resolve_transcript(path: str | os.PathLike[str], config: Config) -> Path:
         raise TranscriptError(f"transcript {shown!r} {what}") from exc
     except OSError as exc:
         raise TranscriptError(f"transcript {shown!r} cannot be resolved: {exc.strerror}") from exc
+    except RuntimeError as exc:  # Python 3.11's resolve(strict=True) on a symlink loop
+        raise TranscriptError(f"transcript {shown!r} cannot be resolved: symlink loop") from exc
     if config.project_dir is not None:
         project = config.project_dir.expanduser().resolve()
         if not real.is_relative_to(project):

@@ -247,6 +247,21 @@ def test_a_big_file_shows_progress_on_a_terminal_and_nothing_otherwise(tmp_path:
     assert b"tl-rebuild: reading big.jsonl 100%" in seen
 
 
+def test_a_fork_whose_manifest_cannot_be_written_leaves_no_session_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    source = chat(project)
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    code, out, err = run(capsys, "fork", "--transcript", str(source), "--manifest",
+                         str(blocker / "manifest.jsonl"))
+    assert code == 1 and out == ""
+    assert err.startswith("tl-rebuild: error: ") and str(blocker) in err and err.count("\n") == 1
+    assert sorted(p.name for p in project.iterdir()) == [source.name]
+
+
 def test_fork_manifest_writes_one_0600_entry_per_item_with_its_digest_in_the_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -71,6 +71,8 @@ def test_an_empty_argv_and_a_bad_session_id_are_refused_as_config_errors() -> No
         resume_argv([], SID)
     with pytest.raises(ConfigError, match="not a valid session id"):
         resume_argv(["claude", "-c"], "../../etc/passwd")
+    with pytest.raises(ConfigError, match="not a valid session id"):  # `$` matches before it
+        resume_argv(["claude", "-c"], SID + "\n")
 
 
 @pytest.mark.parametrize("option", ["--session-id=abc", "--fork-session", "--from-pr"])

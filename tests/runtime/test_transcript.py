@@ -58,6 +58,13 @@ def test_a_symlink_inside_project_dir_pointing_outside_is_refused(tmp_path: Path
         resolve_transcript(link, Config(project_dir=project))
 
 
+def test_a_symlink_loop_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.jsonl"
+    loop.symlink_to(loop)
+    with pytest.raises(TranscriptError, match=r"'.*loop\.jsonl' cannot be resolved: symlink loop"):
+        resolve_transcript(loop, Config())
+
+
 def test_a_symlink_to_a_non_jsonl_file_is_refused(tmp_path: Path) -> None:
     target = tmp_path / "passwd"
     target.write_text("root:x:0:0\n")
