@@ -17,35 +17,18 @@ PROG = "tl-provision"
 
 
 def apply_tasks(restart_claude: bool = False) -> list:
-    """The ordered task list of ``apply``; the settings / MCP tasks join when installed."""
+    """The ordered task list of ``apply``."""
     from provision.manifest import Manifest
     from provision.tasks.files import Directories, LaunchDropIn, RunnerWrapper, RuntimeConfig
     from provision.tasks.launcher import HostFacts, LaunchCommand, RestartClaude, ResumeCommand
+    from provision.tasks.mcp import McpServer, McpTools
     from provision.tasks.privileges import DoorPrivileges
+    from provision.tasks.settings import StopHook, StopHookPersists
     from provision.verify import Verify
 
-    tasks: list = [HostFacts(), LaunchCommand(), ResumeCommand(), Directories(), RuntimeConfig(),
-                   LaunchDropIn(), DoorPrivileges(), RunnerWrapper()]
-    try:
-        from provision.tasks.settings import StopHook
-
-        tasks.append(StopHook())
-    except ImportError:
-        pass
-    try:
-        from provision.tasks.mcp import McpServer, McpTools
-
-        tasks += [McpServer(), Verify(), McpTools()]
-    except ImportError:
-        tasks.append(Verify())
-    try:
-        from provision.tasks.settings import StopHookPersists
-
-        tasks.append(StopHookPersists())
-    except ImportError:
-        pass
-    tasks += [Manifest(), RestartClaude(restart_claude)]
-    return tasks
+    return [HostFacts(), LaunchCommand(), ResumeCommand(), Directories(), RuntimeConfig(),
+            LaunchDropIn(), DoorPrivileges(), RunnerWrapper(), StopHook(), McpServer(), Verify(),
+            McpTools(), StopHookPersists(), Manifest(), RestartClaude(restart_claude)]
 
 
 def introspect_tasks() -> list:

@@ -3,7 +3,6 @@ stand-in ``claude`` (a shell script named claude that stays alive and answers --
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pwd
 from dataclasses import dataclass
@@ -112,7 +111,3 @@ def deployment(tmp_path: Path, tmux_server: TmuxServer) -> Deployment:  # noqa: 
                        "HOME": str(home)}
     return Deployment(tmux_server, root, bin_dir, home, workdir, profile_path, "main:0.0")
 
-
-def mcp_server_available() -> bool:
-    """runtime/mcp_server.py (another issue) exists, so McpTools can list its tools."""
-    return importlib.util.find_spec("runtime.mcp_server") is not None

@@ -14,7 +14,7 @@ from provision.host import LocalHost
 from provision.profile import load_profile
 from provision.result import Context, Report, Status
 from tests.fixtures.claude_cli import claude_bin, claude_env  # noqa: F401 - fixture
-from tests.provision.conftest import Deployment, mcp_server_available, write_profile
+from tests.provision.conftest import Deployment, write_profile
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
 
@@ -33,8 +33,6 @@ def _tasks(restart: bool = False) -> list:
     from provision.tasks.settings import StopHookPersists
 
     tasks = apply_tasks(restart)
-    if not mcp_server_available():  # runtime/mcp_server.py belongs to another issue
-        tasks = [t for t in tasks if t.name != "McpTools"]
     # the persistence pause is StopHookPersists' own subject (tested there); keep it short here
     return [StopHookPersists(pause=0.1) if t.name == "StopHookPersists" else t for t in tasks]
 

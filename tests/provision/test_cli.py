@@ -63,3 +63,40 @@ def test_validate_accepts_a_valid_profile_and_touches_nothing(tmp_path: Path, ca
     assert main(["validate", "--json", str(profile)]) == 0
     assert capsys.readouterr().out.strip() == '{"host": "h", "valid": true}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["host.yml"]
+
+
+def _task_classes() -> set[str]:
+    """The name of every concrete task the provision package defines (tasks/, Verify, Manifest)."""
+    import importlib
+    import pkgutil
+
+    import provision.tasks
+    from provision.actions import Task
+
+    modules = [f"provision.tasks.{info.name}"
+               for info in pkgutil.iter_modules(provision.tasks.__path__)]
+    for module in [*modules, "provision.verify", "provision.manifest"]:
+        importlib.import_module(module)  # a module that does not import fails here, by name
+    found, todo = set(), list(Task.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__.startswith("provision.") and not cls.__subclasses__():
+            found.add(cls.name)
+    return found
+
+
+def test_apply_check_lists_every_task_the_package_defines(tmp_path: Path, capsys) -> None:
+    profile = tmp_path / "host.yml"
+    profile.write_text("host: h\nclaude: {user: u, home: /nonexistent/h}\n"
+                       "door: {kind: tmux, tmux: {target: 'x:0.0', "
+                       f"socket_name: 'wt-runner-{tmp_path.name}'}}}}\n"
+                       "install: {config_path: /nonexistent/c.toml, state_dir: /nonexistent/s}\n")
+    main(["apply", "--check", str(profile)])
+    listed = {line.split("] ", 1)[1].split(" — ", 1)[0]
+              for line in capsys.readouterr().out.splitlines() if line.startswith(
+                  ("ok: [h] ", "changed: [h] ", "failed: [h] ", "skipped: [h] "))}
+    expected = _task_classes()
+    assert {"StopHook", "McpServer", "McpTools", "StopHookPersists", "Verify"} <= expected
+    assert listed == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["host.yml"]
