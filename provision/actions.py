@@ -8,7 +8,7 @@ How to write a task (pyinfra-style; read this before adding one under ``provisio
         def facts(self, host: Host, ctx: Context) -> SettingsFacts:
             # read-only, runs also under --check; ONLY through ``host`` (provision/host.py):
             #   host.read_bytes(path) -> bytes | None, host.stat(path) -> FileStat | None,
-            #   host.run(argv, env=..., cwd=..., timeout=...) -> CommandResult (rc/stdout/stderr)
+            #   host.run(argv, env=..., cwd=..., timeout=...) -> Result (rc/stdout/stderr)
             # return a frozen dataclass, parsed by a pure function (provision/facts.py style)
             ...
 

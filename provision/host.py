@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat as stat_module
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import HostError
-from runtime.proc import Result
-
-CommandResult = Result  # one type for a command's outcome (runtime/proc.py owns it)
+from runtime.errors import ProcError
+from runtime.proc import Result, atomic_write
 
 
 @dataclass(frozen=True)
@@ -35,13 +33,17 @@ class FileStat:
 
 
 class Host:
-    """The interface tasks and actions use; LocalHost and FakeHost implement it."""
+    """The interface tasks and actions use; LocalHost and FakeHost implement it.
+
+    A Host is a ``runtime.proc.Runner`` (run, read_bytes, write_file) plus what provision
+    alone needs (stat, links, directories, /proc).
+    """
 
     name: str = "localhost"
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             cwd: str | None = None, timeout: float = 30.0,
-            input_text: str | None = None) -> CommandResult:
+            input_text: str | None = None) -> Result:
         """Run ``argv`` without a shell; a missing binary or a timeout is a HostError."""
         raise NotImplementedError
 
@@ -120,7 +122,7 @@ class LocalHost(Host):
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             cwd: str | None = None, timeout: float = 30.0,
-            input_text: str | None = None) -> CommandResult:
+            input_text: str | None = None) -> Result:
         import subprocess
 
         from plumbum import local
@@ -149,7 +151,7 @@ class LocalHost(Host):
         except subprocess.TimeoutExpired as exc:
             raise HostError(f"command timed out after {timeout:g}s: {' '.join(argv)!r}") from exc
         rc = proc.returncode
-        return CommandResult(argv, int(rc), _text(out), _text(err))
+        return Result(argv, int(rc), _text(out), _text(err))
 
     def read_bytes(self, path: str) -> bytes | None:
         try:
@@ -212,12 +214,14 @@ class LocalHost(Host):
             target.parent.mkdir(parents=True, exist_ok=True)
             if backup and old is not None:
                 backup_path = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}~"
-                self._atomic(Path(backup_path), target.read_bytes(), old.mode, owner)
-            self._atomic(target, data, final_mode, owner)
-        except OSError as exc:
+                atomic_write(backup_path, target.read_bytes(), old.mode, owner=owner)
+            atomic_write(target, data, final_mode, owner=owner)
+        except (OSError, ProcError) as exc:
             if backup_path is not None:
                 Path(backup_path).unlink(missing_ok=True)
-            raise HostError(f"cannot write {path!r}: {exc.strerror or exc}") from exc
+            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+            reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
+            raise HostError(f"cannot write {path!r}: {reason}") from exc
         return backup_path
 
     def ensure_dir(self, path: str, mode: int) -> None:
@@ -226,28 +230,6 @@ class LocalHost(Host):
             os.chmod(path, mode)
         except OSError as exc:
             raise HostError(f"cannot create directory {path!r}: {exc.strerror}") from exc
-
-    @staticmethod
-    def _atomic(target: Path, data: bytes, mode: int,
-                owner: tuple[int, int] | None = None) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fchmod(handle.fileno(), mode)
-                if owner is not None:
-                    os.fchown(handle.fileno(), *owner)
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def _write_target(path: str) -> str:

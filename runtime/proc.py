@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol, runtime_checkable
 
 from runtime.errors import ProcError
 
@@ -34,6 +34,49 @@ class Result:
     @property
     def ok(self) -> bool:
         return self.rc == 0
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """What both packages need of a machine: run a command, read a file, write one atomically.
+
+    ``LocalRunner`` (this module) and ``provision.host.Host`` (LocalHost, the tests' FakeHost)
+    satisfy it, so one fake serves tests of either side. A missing binary or a timeout raises
+    the implementing package's error (ProcError here, HostError in provision).
+    """
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            cwd: str | None = None, timeout: float = 30.0,
+            input_text: str | None = None) -> Result: ...
+
+    def read_bytes(self, path: str) -> bytes | None: ...
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> object: ...
+
+
+class LocalRunner:
+    """This machine through this module's functions: the runtime's ``Runner``."""
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            cwd: str | None = None, timeout: float = 30.0,
+            input_text: str | None = None) -> Result:
+        return run(argv, env=env, cwd=cwd, timeout=timeout, input_text=input_text)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """The file's bytes, or None when it does not exist."""
+        try:
+            return Path(path).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise ProcError(f"cannot read {path!r}: {exc.strerror}") from exc
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
+        """``atomic_write`` (0600 unless ``mode`` says otherwise)."""
+        atomic_write(path, data, 0o600 if mode is None else mode)
+
+
+LOCAL = LocalRunner()
 
 
 def run(
@@ -111,10 +154,10 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 
 def _replace_atomically(target: Path, fill: Callable[[BinaryIO], object], mode: int,
-                        failure: str) -> None:
-    """Temp file beside ``target`` (``mode``), ``fill`` it, fsync, rename, fsync the dir.
+                        failure: str, owner: tuple[int, int] | None = None) -> None:
+    """Temp file beside ``target`` (``owner``, ``mode``), ``fill`` it, fsync, rename, fsync dir.
 
-    Any OSError removes the temp file and becomes ``ProcError(f"{failure}: {strerror}")``.
+    Any failure removes the temp file; an OSError becomes ``ProcError(f"{failure}: {strerror}")``.
     """
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -122,25 +165,33 @@ def _replace_atomically(target: Path, fill: Callable[[BinaryIO], object], mode: 
         raise ProcError(f"cannot write {str(target)!r}: {exc.strerror}") from exc
     try:
         with os.fdopen(fd, "wb") as handle:
+            if owner is not None:  # before the mode: a chown may clear set-id bits
+                os.fchown(handle.fileno(), *owner)
             os.fchmod(handle.fileno(), mode)
             fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
         fsync_dir(target.parent)
-    except OSError as exc:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        raise ProcError(f"{failure}: {exc.strerror}") from exc
+        if isinstance(exc, OSError):
+            raise ProcError(f"{failure}: {exc.strerror}") from exc
+        raise
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in its dir, fsync, rename, fsync dir."""
+def atomic_write(path: str | os.PathLike[str], data: bytes, mode: int = 0o600, *,
+                 owner: tuple[int, int] | None = None) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in its dir, fsync, rename, fsync dir.
+
+    ``owner`` (uid, gid) gives the new file that owner (root writing another user's file).
+    """
     target = Path(path)
     _replace_atomically(target, lambda handle: handle.write(data), mode,
-                        f"cannot write {str(target)!r}")
+                        f"cannot write {str(target)!r}", owner)
 
 
 def atomic_write_chunks(

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.errors import HostError
-from provision.host import CommandResult, FileStat, Host
+from provision.host import FileStat, Host
+from runtime.proc import Result
 
 NPM_GLOBAL_LINKS = {
     "/usr/bin/claude": "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
@@ -26,7 +27,7 @@ class FakeHost(Host):
     modes: dict[str, int] = field(default_factory=dict)
     dirs: dict[str, int] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
-    commands: dict[tuple[str, ...], CommandResult] = field(default_factory=dict)
+    commands: dict[tuple[str, ...], Result] = field(default_factory=dict)
     executables: set[str] = field(default_factory=set)
     ran: list[tuple[str, ...]] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
@@ -43,18 +44,18 @@ class FakeHost(Host):
 
     def add_command(self, argv: Sequence[str], stdout: str = "", rc: int = 0,
                     stderr: str = "") -> None:
-        self.commands[tuple(argv)] = CommandResult(tuple(argv), rc, stdout, stderr)
+        self.commands[tuple(argv)] = Result(tuple(argv), rc, stdout, stderr)
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             cwd: str | None = None, timeout: float = 30.0,
-            input_text: str | None = None) -> CommandResult:
+            input_text: str | None = None) -> Result:
         key = tuple(str(a) for a in argv)
         self.ran.append(key)
         if key not in self.commands and key[:2] in (("id", "-u"), ("id", "-g")):
             ids = self.users.get(key[2] if len(key) == 3 else "root")  # apply runs as root
             if ids is None:
-                return CommandResult(key, 1, "", f"id: '{key[2]}': no such user\n")
-            return CommandResult(key, 0, f"{ids[0] if key[1] == '-u' else ids[1]}\n", "")
+                return Result(key, 1, "", f"id: '{key[2]}': no such user\n")
+            return Result(key, 0, f"{ids[0] if key[1] == '-u' else ids[1]}\n", "")
         if key not in self.commands:
             raise HostError(f"command not found: {key[0]!r}")
         return self.commands[key]
@@ -133,16 +134,16 @@ class SandboxHost(Host):
                 return outside + path[len(inside):]
         return path
 
-    def _inside(self, *argv: str) -> CommandResult:
+    def _inside(self, *argv: str) -> Result:
         return self.local.run([*self.sandbox.enter_argv(), *argv], timeout=60)
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             cwd: str | None = None, timeout: float = 30.0,
-            input_text: str | None = None) -> CommandResult:
+            input_text: str | None = None) -> Result:
         merged = {**self.env, **(env or {})} or None
         result = self.local.run([*self.sandbox.enter_argv(), *argv], env=merged, cwd=cwd,
                                 timeout=timeout, input_text=input_text)
-        return CommandResult(tuple(argv), result.rc, result.stdout, result.stderr)
+        return Result(tuple(argv), result.rc, result.stdout, result.stderr)
 
     def read_bytes(self, path: str) -> bytes | None:
         if path.startswith("/proc/"):

@@ -51,7 +51,8 @@ from provision.accept.scratch import Scratch, prepare_scratch, processes_of
 
 if TYPE_CHECKING:
     from provision.accept.checklist import Checklist, Scene
-    from provision.host import CommandResult, Host
+    from provision.host import Host
+    from runtime.proc import Result
 
 PHASES = ("scheduled", "worker_spawned", "worker_started", "stable", "frozen", "identity",
           "built", "verifying", "verified", "activating", "rechecked", "switched", "health",
@@ -158,7 +159,7 @@ def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
 
 
 def _switch(scene: Scene, scratch: Scratch, out: Checklist,
-            hook_call: Callable[[Host, str], CommandResult]) -> tuple[Any, bytes]:
+            hook_call: Callable[[Host, str], Result]) -> tuple[Any, bytes]:
     """Request a rebuild of the scratch session, make the door's hook call, wait for the end;
     the final record and the copied transcript as it was before (``drill activated``)."""
     from runtime.ops import request

@@ -31,8 +31,9 @@ from provision.errors import AcceptError
 
 if TYPE_CHECKING:
     from provision.accept.checklist import Scene
-    from provision.host import CommandResult, Host
+    from provision.host import Host
     from runtime.config import Config
+    from runtime.proc import Result
 
 TARGET = "drill:0.0"
 # Keys of .claude.json / settings.json the scratch claude may see: what it needs to start
@@ -79,7 +80,7 @@ class Scratch:
 
         return load_config(self.config_path)
 
-    def tmux(self, host: Host, *args: str) -> CommandResult:
+    def tmux(self, host: Host, *args: str) -> Result:
         return host.run([*self.env_prefix, "tmux", "-L", self.socket, "-f", "/dev/null", *args],
                         timeout=15)
 
@@ -139,7 +140,7 @@ class Scratch:
     def screen(self, host: Host) -> str:
         return self.tmux(host, "capture-pane", "-p", "-J", "-t", TARGET).stdout
 
-    def run_hook(self, host: Host, tl_rebuild: str) -> CommandResult:
+    def run_hook(self, host: Host, tl_rebuild: str) -> Result:
         """``tl-rebuild hook-stop`` on the scratch config with the copied session's Stop."""
         payload = json.dumps({"session_id": self.session, "transcript_path": self.transcript,
                               "cwd": self.work, "hook_event_name": "Stop",
@@ -147,7 +148,7 @@ class Scratch:
         return host.run([*self.env_prefix, tl_rebuild, "hook-stop", "--config",
                          self.config_path], cwd=self.work, timeout=60, input_text=payload)
 
-    def run_runner_hook(self, host: Host, tl_rebuild: str) -> CommandResult:
+    def run_runner_hook(self, host: Host, tl_rebuild: str) -> Result:
         """The runner's own call between two ``claude -p`` calls: no payload (pointer door)."""
         return host.run([*self.env_prefix, tl_rebuild, "hook-stop", "--config",
                          self.config_path], cwd=self.work, timeout=300, input_text="")

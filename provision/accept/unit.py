@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from provision.accept.checklist import Scene
-    from provision.host import CommandResult, Host
+    from provision.host import Host
+    from runtime.proc import Result
 
 FALLBACK = "; this drill switched a private tmux pane instead"
 ESCAPE_NOT_DRILLED = ("not drilled: the drill's Stop hook runs outside the scratch unit, so the "
@@ -58,7 +59,7 @@ class ScratchUnit:
 
     def start(self, host: Host, *, socket: str, session: str, work: str, pointer: str,
               env: dict[str, str], launch_argv: tuple[str, ...], tl_launch: str
-              ) -> CommandResult:
+              ) -> Result:
         """``systemd-run`` the unit: tmux, then tl-launch on the scratch pointer, then claude."""
         inner = "exec " + shlex.join([tl_launch, "--pointer", pointer, "--", *launch_argv])
         setenv = [f"--setenv={key}={value}" for key, value in env.items()]

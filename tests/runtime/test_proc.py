@@ -49,6 +49,47 @@ def test_a_failed_rename_removes_the_temp_file_and_names_the_target(tmp_path: Pa
     assert target.is_dir() and leftovers(tmp_path) == []
 
 
+def test_any_failure_while_filling_removes_the_temp_file_and_keeps_the_old_file(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "record.json"
+    target.write_bytes(b"old")
+
+    def chunks():
+        yield b"half written"
+        raise ValueError("the source broke")
+
+    with pytest.raises(ValueError, match="the source broke"):
+        proc.atomic_write_chunks(target, chunks())
+    assert target.read_bytes() == b"old" and leftovers(tmp_path) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root gives a file away")
+def test_atomic_write_gives_the_file_the_owner_asked_for_with_its_mode(tmp_path: Path) -> None:
+    target = tmp_path / "settings.json"
+    proc.atomic_write(target, b"{}", 0o640, owner=(54321, 54322))
+    st = target.stat()
+    assert (st.st_uid, st.st_gid, mode(target)) == (54321, 54322, 0o640)
+
+
+def test_the_local_runner_and_provisions_hosts_are_one_runner_protocol(tmp_path: Path) -> None:
+    from provision.host import LocalHost
+    from tests.fakes import FakeHost
+
+    def roundtrip(runner: proc.Runner, path: str) -> tuple[bytes | None, str]:
+        runner.write_file(path, b"abc\n", mode=0o600)
+        return runner.read_bytes(path), runner.run(["cat", path]).stdout
+
+    fake = FakeHost()
+    fake.add_command(["cat", "/f"], stdout="abc\n")
+    assert roundtrip(fake, "/f") == (b"abc\n", "abc\n")
+    for index, runner in enumerate((proc.LOCAL, LocalHost())):
+        path = str(tmp_path / f"f{index}")
+        assert roundtrip(runner, path) == (b"abc\n", "abc\n") and mode(Path(path)) == 0o600
+        assert isinstance(runner.run(["true"]), proc.Result)
+    assert proc.LocalRunner().read_bytes(str(tmp_path / "absent")) is None
+
+
 def test_copy_file_returns_the_digest_of_the_bytes_written_with_mode_0600(tmp_path: Path) -> None:
     source = tmp_path / "source.jsonl"
     data = b'{"type":"user"}\n' * 100_000  # more than one read chunk
