@@ -7,7 +7,7 @@ names a session whose file ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<encoded 
 does not exist, it starts the launch argv unchanged and says so on stderr (the journal) — a
 claude that continues its last session beats a unit that does not start.
 
-Stdlib and runtime.resume/paths only: it runs on every start of the service.
+Stdlib and runtime.resume/paths/doors.pointer only: it runs on every start of the service.
 """
 
 from __future__ import annotations
@@ -18,20 +18,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from runtime.doors.pointer import pointed_session
 from runtime.resume import SESSION_ID, ResumeArgvError, resume_argv
 
 PROG = "tl-launch"
 USAGE = f"usage: {PROG} --pointer FILE -- CLAUDE_ARGV..."
-
-
-def read_pointer(path: str | os.PathLike[str]) -> str | None:
-    """The session id in pointer file ``path`` (first line, stripped), or None if absent/empty."""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    lines = text.strip().splitlines()
-    return lines[0].strip() if lines else None
 
 
 def session_file(session_id: str, cwd: str, environ: dict[str, str] | None = None) -> Path:
@@ -45,7 +36,7 @@ def choose_argv(launch: Sequence[str], pointer: str, cwd: str,
                 environ: dict[str, str] | None = None) -> tuple[list[str], str]:
     """The argv to exec and the one line to log: the resume argv, or the launch argv (why)."""
     launch = list(launch)
-    session_id = read_pointer(pointer)
+    session_id = pointed_session(pointer)
     if session_id is None:
         return launch, f"WARNING: pointer {pointer!r} is missing or empty; " + _unchanged(launch)
     if not SESSION_ID.fullmatch(session_id):

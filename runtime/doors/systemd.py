@@ -198,16 +198,17 @@ class SystemdDoor:
 
     def current_session(self) -> str | None:
         """The session id the pointer names now (what the next start resumes), or None."""
-        from runtime.launch import read_pointer
+        from runtime.doors.pointer import pointed_session
 
-        return read_pointer(self.pointer_path)
+        return pointed_session(self.pointer_path)
 
     def switch(self, session_id: str) -> None:
         """Point tl-launch at ``session_id`` (atomic write), then restart the unit."""
         from runtime import proc
+        from runtime.doors.pointer import write_pointer
         from runtime.errors import DoorError, ProcError
 
-        proc.atomic_write(self.pointer_path, f"{session_id}\n".encode(), mode=0o644)
+        write_pointer(self.pointer_path, session_id)
         try:
             done = proc.run([*self.systemctl, "restart", self.unit], timeout=self.timeout)
         except ProcError as exc:

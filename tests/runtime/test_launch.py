@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.launch import choose_argv, parse_args, read_pointer, session_file
+from runtime.launch import choose_argv, parse_args, session_file
 from runtime.paths import encode_project_dir
 
 SID = "5f0c1d2e-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
@@ -51,15 +51,6 @@ def test_session_file_follows_claude_config_dir_and_the_encoded_cwd(tmp_path: Pa
     assert session_file(SID, "/srv/a", {"HOME": "/home/u"}) == Path(
         f"/home/u/.claude/projects/-srv-a/{SID}.jsonl"
     )
-
-
-def test_pointer_reads_first_line_and_treats_missing_or_blank_as_none(tmp_path: Path) -> None:
-    pointer = tmp_path / "pointer"
-    assert read_pointer(pointer) is None
-    pointer.write_text("\n  \n")
-    assert read_pointer(pointer) is None
-    pointer.write_text(f"  {SID}\nignored\n")
-    assert read_pointer(pointer) == SID
 
 
 def test_pointer_to_an_existing_session_gives_the_resume_argv(

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from runtime import ops
-from runtime.doors.pointer import PointerDoor, read_pointer, write_pointer
+from runtime.doors.pointer import PointerDoor, pointed_session, read_pointer, write_pointer
 from runtime.errors import IdentityConflictError
 from tests.fixtures.switch_world import STANDIN, TL_REBUILD, World, make_world
 from tests.fixtures.tmux import wait_for
 
+SESSION = "5f0c1d2e-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
 RUNNER = """#!/bin/sh
 # One iteration of a runner loop: resume the pointer's session, then run the Stop hook.
 set -eu
@@ -180,3 +181,36 @@ def test_rollback_through_the_runner_points_back_at_the_old_session(world: World
     run_once(world, "back in the old session")
     assert "back in the old session" in world.transcript.read_text()
     assert "back in the old session" not in (world.project_dir / f"{new_id}.jsonl").read_text()
+
+
+def test_tl_launch_reads_the_first_line_and_treats_missing_or_blank_as_none(tmp_path: Path) -> None:
+    pointer = tmp_path / "pointer"
+    assert pointed_session(pointer) is None
+    pointer.write_text("\n  \n")
+    assert pointed_session(pointer) is None
+    pointer.write_text(f"  {SESSION}\nignored\n")
+    assert pointed_session(pointer) == SESSION
+
+
+def test_the_doors_read_the_line_a_runner_loop_reads(tmp_path: Path) -> None:
+    pointer = tmp_path / "pointer"
+    pointer.write_text(f"{SESSION}\nleftover\n")
+    head = subprocess.run(["head", "-n", "1", str(pointer)], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert read_pointer(pointer) == pointed_session(pointer) == head == SESSION
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root writes a pointer for another user")
+def test_root_writes_the_pointer_0600_as_the_claude_users_file(tmp_path: Path) -> None:
+    folder = tmp_path / "pointers"  # the pointer dir apply makes: the claude user's, 0700
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 54321, 54322)
+    pointer = folder / "session.pointer"
+    write_pointer(pointer, SESSION)
+    st = pointer.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (54321, 54322, 0o600)
+    os.chown(pointer, 54323, 54324)  # a pointer already there keeps its owner
+    write_pointer(pointer, "abc-123")
+    st = pointer.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (54323, 54324, 0o600)
+    assert pointed_session(pointer) == "abc-123"
