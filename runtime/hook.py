@@ -152,19 +152,17 @@ def _handle(config_path: str, raw: bytes, wait: bool) -> None:
 
 def _report(argv: Sequence[str], exc: BaseException) -> None:
     """Write the error to the worker log when one is known, else to stderr (exit stays 0)."""
-    line = f"hook-stop: {type(exc).__name__}: {exc}"
+    line = f"{type(exc).__name__}: {exc}"
     try:
         from runtime.config import load_config
-        from runtime.store import now_iso
 
         config = load_config(_config_path(argv) or None)
         log = config.worker_log_path
         if log is not None and log.parent.is_dir():
             from runtime import proc
 
-            proc.rotate_log(log)
-            proc.append_line(log, f"{now_iso()} {line}".encode())
+            proc.logger("hook-stop", proc.AppendToLog(log)).error("%s", line)
             return
     except BaseException:  # noqa: BLE001, S110 - fall back to stderr below
         pass
-    print(line, file=sys.stderr)
+    print(f"hook-stop: {line}", file=sys.stderr)

@@ -35,8 +35,12 @@ class Abort(Exception):
         self.evidence = evidence or {}
 
 
+LOG = proc.logger("worker")
+
+
 def log(message: str) -> None:
-    print(f"{now_iso()} worker[{os.getpid()}] {message}", flush=True)
+    """One line of the worker log (stdout: the spawned worker's is ``worker.log``)."""
+    LOG.info("%s", message)
 
 
 def fault(phase: str) -> None:

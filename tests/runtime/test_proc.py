@@ -165,3 +165,37 @@ def test_spawning_a_worker_rotates_a_full_log_first(tmp_path: Path) -> None:
     os.waitpid(pid, 0)  # our child: it has written and exited
     assert log.read_bytes() == b"fresh\n"
     assert (tmp_path / "worker.log.1").stat().st_size == proc.LOG_BYTES
+
+
+LINE = r"\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z {who}\[{pid}\] {message}"
+
+
+def test_the_worker_and_the_hook_log_in_one_line_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    from runtime.job import log
+
+    log("op-1: scheduled → running")
+    out = capsys.readouterr().out
+    assert re.fullmatch(LINE.format(who="worker", pid=os.getpid(),
+                                    message="op-1: scheduled → running") + "\n", out), out
+    path = tmp_path / "worker.log"
+    proc.logger("hook-stop", proc.AppendToLog(path)).error("%s", "ValueError: no EOF")
+    text = path.read_text()
+    assert re.fullmatch(LINE.format(who="hook-stop", pid=os.getpid(),
+                                    message="ValueError: no EOF") + "\n", text), text
+    assert mode(path) == 0o600
+
+
+def test_the_log_file_handler_rotates_a_full_log_and_raises_when_it_cannot_write(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "worker.log"
+    path.write_bytes(b"x" * proc.LOG_BYTES)
+    proc.logger("hook-stop", proc.AppendToLog(path)).error("after the rotation")
+    assert (tmp_path / "worker.log.1").stat().st_size == proc.LOG_BYTES
+    assert path.read_text().endswith("] after the rotation\n")
+    with pytest.raises(ProcError, match="cannot append to"):
+        proc.logger("hook-stop", proc.AppendToLog(tmp_path / "absent" / "w.log")).error("x")
