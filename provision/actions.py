@@ -57,6 +57,7 @@ from provision.errors import HostError
 if TYPE_CHECKING:
     from provision.host import Host
     from provision.result import Context
+    from runtime.proc import Runner
 
 
 class Action:
@@ -140,7 +141,7 @@ class RunCommand(Action):
     cwd: str | None = None
     timeout: float = 60.0
 
-    def execute(self, host: Host) -> str | None:
+    def execute(self, host: Runner) -> str | None:  # any runner: only run() is needed
         result = host.run(self.argv, env=self.env, cwd=self.cwd, timeout=self.timeout)
         if result.rc != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()

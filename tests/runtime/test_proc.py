@@ -90,6 +90,16 @@ def test_the_local_runner_and_provisions_hosts_are_one_runner_protocol(tmp_path:
     assert proc.LocalRunner().read_bytes(str(tmp_path / "absent")) is None
 
 
+def test_a_provision_action_runs_through_the_runtimes_runner(tmp_path: Path) -> None:
+    from provision.actions import RunCommand
+    from provision.errors import HostError
+
+    assert RunCommand(("touch", str(tmp_path / "ran"))).execute(proc.LOCAL) is None
+    assert (tmp_path / "ran").exists()
+    with pytest.raises(HostError, match=r"command failed \(rc=1\): 'false'"):
+        RunCommand(("false",)).execute(proc.LOCAL)
+
+
 def test_copy_file_returns_the_digest_of_the_bytes_written_with_mode_0600(tmp_path: Path) -> None:
     source = tmp_path / "source.jsonl"
     data = b'{"type":"user"}\n' * 100_000  # more than one read chunk
