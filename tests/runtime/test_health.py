@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,14 +42,32 @@ def test_a_missing_channel_flag_is_the_deaf_process_and_unhealthy(
     assert report.evidence["missing_channel_flags"] == list(channel_flags(CHANNEL))
 
 
-def test_a_wrong_cwd_or_session_is_unhealthy(
-    session: tuple[Path, str], claude: Launcher, tmp_path: Path
+Mismatch = Callable[[str, Path, "subprocess.Popen[bytes]"], health.Expectation]
+
+
+@pytest.mark.parametrize(("expect", "screen", "reasons"), [
+    pytest.param(lambda sid, workdir, proc: want("other-session", workdir.parent), "",
+                 ("does not hold session 'other-session'", "cwd is"),
+                 id="a_wrong_cwd_or_session_is_unhealthy"),
+    pytest.param(lambda sid, workdir, proc: want(sid, workdir),
+                 "No conversation found with session ID: x", ("No conversation found",),
+                 id="no_conversation_found_on_screen_is_unhealthy_even_while_alive"),
+    pytest.param(lambda sid, workdir, proc: want(sid, workdir, previous_identity=str(proc.pid)),
+                 "", ("not replaced",), id="an_unreplaced_process_is_not_healthy"),
+    pytest.param(lambda sid, workdir, proc: want(sid, workdir, channel_servers=("telegram",)),
+                 "", ("not running: telegram ('telegram' is not a stdio server registered in",),
+                 id="an_expected_channel_server_that_is_not_running_is_unhealthy"),
+])
+def test_a_live_claude_with_its_channel_flags_is_unhealthy_where_the_expectation_differs(
+    session: tuple[Path, str], claude: Launcher, expect: Mismatch, screen: str,
+    reasons: tuple[str, ...],
 ) -> None:
-    _, sid = session
+    workdir, sid = session
     proc = claude(["--resume", sid, *CHANNEL])
-    report = health.check(ProcessDoor(proc), want("other-session", tmp_path))
+    report = health.check(ProcessDoor(proc, output=screen), expect(sid, workdir, proc))
     assert not report.ok
-    assert "does not hold session 'other-session'" in report.reason and "cwd is" in report.reason
+    for reason in reasons:
+        assert reason in report.reason
 
 
 def test_a_process_that_exits_with_no_conversation_found_is_unhealthy(
@@ -59,34 +78,6 @@ def test_a_process_that_exits_with_no_conversation_found_is_unhealthy(
     proc.wait(timeout=20)
     report = health.check(ProcessDoor(proc), want("no-such-session", workdir))
     assert not report.ok and "gone" in report.reason
-
-
-def test_no_conversation_found_on_screen_is_unhealthy_even_while_alive(
-    session: tuple[Path, str], claude: Launcher
-) -> None:
-    workdir, sid = session
-    proc = claude(["--resume", sid, *CHANNEL])
-    door = ProcessDoor(proc, output="No conversation found with session ID: x")
-    assert "No conversation found" in health.check(door, want(sid, workdir)).reason
-
-
-def test_an_unreplaced_process_is_not_healthy(
-    session: tuple[Path, str], claude: Launcher
-) -> None:
-    workdir, sid = session
-    proc = claude(["--resume", sid, *CHANNEL])
-    report = health.check(ProcessDoor(proc), want(sid, workdir, previous_identity=str(proc.pid)))
-    assert not report.ok and "not replaced" in report.reason
-
-
-def test_an_expected_channel_server_that_is_not_running_is_unhealthy(
-    session: tuple[Path, str], claude: Launcher
-) -> None:
-    workdir, sid = session
-    proc = claude(["--resume", sid, *CHANNEL])
-    report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("telegram",)))
-    assert not report.ok and "not running: telegram ('telegram' is not a stdio server " \
-        "registered in" in report.reason
 
 
 def test_a_server_whose_argv_lacks_its_name_is_recognised_by_its_registration(
