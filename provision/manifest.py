@@ -215,9 +215,7 @@ class Manifest(Task):
     name = "Manifest"
 
     def skip_reason(self, ctx: Context) -> str | None:
-        if ctx.launch is None or ctx.resume_argv is None:
-            return "no launch/resume argv (LaunchCommand or ResumeCommand did not succeed)"
-        return None
+        return ctx.missing_argv()
 
     def facts(self, host: Host, ctx: Context) -> ManifestFacts:
         path = ctx.profile.install.manifest_path

@@ -58,6 +58,12 @@ class Context:
     def host(self) -> str:
         return self.profile.host
 
+    def missing_argv(self) -> str | None:
+        """Why a task needing the launch and resume argv cannot run; None when both are set."""
+        if self.launch is None or self.resume_argv is None:
+            return "no launch/resume argv (LaunchCommand or ResumeCommand did not succeed)"
+        return None
+
     def facts_of(self, task_name: str) -> Any:
         """Facts read by the task named ``task_name`` earlier in this run, or None."""
         return self.facts.get(task_name)

@@ -239,23 +239,22 @@ def _check_stop_shape(doc: dict[str, Any], path: str) -> None:
     hooks = doc.get("hooks", _MISSING)
     if hooks is _MISSING:
         return
-    if not isinstance(hooks, dict):
-        raise SettingsError(f"settings file '{path}': 'hooks' is a {_kind(hooks)}, "
-                            "not an object")
+    _expect(hooks, dict, path, "hooks")
     stop = hooks.get("Stop", _MISSING)
     if stop is _MISSING:
         return
-    if not isinstance(stop, list):
-        raise SettingsError(f"settings file '{path}': 'hooks.Stop' is a {_kind(stop)}, "
-                            "not an array")
+    _expect(stop, list, path, "hooks.Stop")
     for number, group in enumerate(stop):
-        if not isinstance(group, dict):
-            raise SettingsError(f"settings file '{path}': 'hooks.Stop[{number}]' is a "
-                                f"{_kind(group)}, not an object")
-        handlers = group.get("hooks", [])
-        if not isinstance(handlers, list):
-            raise SettingsError(f"settings file '{path}': 'hooks.Stop[{number}].hooks' is a "
-                                f"{_kind(handlers)}, not an array")
+        _expect(group, dict, path, f"hooks.Stop[{number}]")
+        _expect(group.get("hooks", []), list, path, f"hooks.Stop[{number}].hooks")
+
+
+def _expect(value: Any, want: type[dict[str, Any]] | type[list[Any]], path: str,
+            where: str) -> None:
+    """Refuse ``value`` at the JSON path ``where`` unless it is a ``want`` (object or array)."""
+    if not isinstance(value, want):
+        raise SettingsError(f"settings file '{path}': '{where}' is a {_kind(value)}, "
+                            f"not an {_kind(want())}")
 
 
 def _words(command: str) -> list[str]:

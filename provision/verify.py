@@ -147,9 +147,7 @@ class Verify(Task):
     name = "Verify"
 
     def skip_reason(self, ctx: Context) -> str | None:
-        if ctx.launch is None or ctx.resume_argv is None:
-            return "no launch/resume argv (LaunchCommand or ResumeCommand did not succeed)"
-        return None
+        return ctx.missing_argv()
 
     def facts(self, host: Host, ctx: Context) -> tuple[Check, ...]:
         return run_checks(host, ctx)

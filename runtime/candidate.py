@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -66,6 +67,8 @@ class Build:
             "nothing_to_carry": self.empty_reason,
         }
 
+B = TypeVar("B", bound=Build)
+
 
 def build(
     source: Path,
@@ -95,21 +98,39 @@ def build(
         plan = replace(plan, blocked=second.reason())
     layout = _lay_out(Layout(session), sink.startup, turns, stamps, plan)
     items, manifest = layout.finish() if lay_out else ([], [])
-    return Build(
-        source=Path(source),
+    return _assemble(
+        Build, Path(source), session, (read, ledger), sink, turns, plan, layout, config,
+        items=tuple(items), manifest=manifest, counts=_counts(sink, turns, plan.keep, read),
+        audit=second.as_dict(),
+    )
+
+
+def _assemble(
+    kind: type[B], source: Path, session: str, scanned: tuple[ReadStats, Ledger],
+    sink: TurnBuilder, turns: list[Turn], plan: _Selection, layout: Layout, config: Config,
+    *, items: Any, manifest: list[ManifestEntry], counts: dict[str, dict[str, int]],
+    audit: dict[str, Any], **extra: Any,
+) -> B:
+    """A ``kind`` build from one read, its plan and layout: the fields every agent fills alike.
+
+    ``items`` is a tuple of Claude events, or Codex's lazy ``RolloutLines`` (made when written).
+    """
+    read, ledger = scanned
+    return kind(
+        source=source,
         new_session_id=session,
         turns=tuple(turns),
         selected=tuple(plan.keep),
-        items=tuple(items),
+        items=items,
         manifest=tuple(manifest),
         read=read,
         ledger=ledger,
-        counts=_counts(sink, turns, plan.keep, read),
-        details={**_details(sink, turns, plan, layout, config),
-                 "recognition_audit": second.as_dict()},
+        counts=counts,
+        details={**_details(sink, turns, plan, layout, config), "recognition_audit": audit},
         blocked_reason=plan.blocked,
         empty_reason=_empty_reason(read, turns, plan.keep, layout.count),
         item_count=layout.count,
+        **extra,
     )
 
 
@@ -223,21 +244,31 @@ def _details(
 
 def write(build: Build, directory: Path) -> Path:
     """Write the candidate as ``<directory>/<new_session_id>.jsonl`` (atomic, 0600)."""
+    refuse_unwritable(build, build.item_count)
+    target = Path(directory) / f"{build.new_session_id}.jsonl"
+    write_lines(target, build.items)
+    return target
+
+
+def refuse_unwritable(build: Build, lines: int) -> None:
+    """Raise unless ``build`` carries something, is not blocked and was laid out (``lines``)."""
     if build.empty_reason is not None:
         raise NothingToCarryError(
             f"nothing to carry from {str(build.source)!r}: {build.empty_reason}"
         )
     if build.blocked_reason is not None:
         raise BlockedError(f"rebuild of {str(build.source)!r} is blocked: {build.blocked_reason}")
-    if len(build.items) != build.item_count:
+    if len(build.items) != lines:
         raise ValueError("a build made with lay_out=False cannot be written")
+
+
+def write_lines(target: Path, lines: Iterable[dict[str, Any]]) -> None:
+    """Write ``lines`` as JSONL at ``target`` (atomic, 0600), one line in memory at a time."""
     from runtime import proc  # only writing needs the machine door
 
-    target = Path(directory) / f"{build.new_session_id}.jsonl"
-    # item by item: joined, a speech-heavy candidate doubled fork's peak memory
+    # line by line: joined, a speech-heavy candidate doubled fork's peak memory
     dumps = orjson.dumps
-    proc.atomic_write_chunks(target, (dumps(item) + b"\n" for item in build.items), mode=0o600)
-    return target
+    proc.atomic_write_chunks(target, (dumps(line) + b"\n" for line in lines), mode=0o600)
 
 
 def write_manifest(build: Build, path: Path) -> str:
@@ -268,18 +299,21 @@ def _turn_tokens(turn: Turn, stamp: str | None, config: Config) -> float:
 
 
 def _counts(
-    sink: TurnBuilder, turns: list[Turn], keep: list[int], read: ReadStats
+    sink: TurnBuilder, turns: list[Turn], keep: list[int], read: ReadStats,
+    kinds: tuple[str, ...] = SPEECH_KINDS,
 ) -> dict[str, dict[str, int]]:
+    """Speech per kind (the agent's ``kinds``) in the source, the candidate and the reader."""
     carried: Counter[str] = Counter()
     for index in keep:
         carried.update(u.kind for u in turns[index].items)
-    source = {kind: sink.counts[kind] for kind in SPEECH_KINDS}
-    candidate = {kind: carried[kind] for kind in SPEECH_KINDS}
+    source = {kind: sink.counts[kind] for kind in kinds}
+    candidate = {kind: carried[kind] for kind in kinds}
     return {
         "source": source,
         "candidate": candidate,
-        "not_carried": {kind: source[kind] - candidate[kind] for kind in SPEECH_KINDS},
-        "reader": {kind: read.speech[kind] for kind in SPEECH_KINDS if kind != "slash"},
+        "not_carried": {kind: source[kind] - candidate[kind] for kind in kinds},
+        # the reader does not count slash commands (the turns do); Codex has none
+        "reader": {kind: read.speech[kind] for kind in kinds if kind != "slash"},
     }
 
 

@@ -282,12 +282,6 @@ def owner_of(ctx: Context) -> Owners | None:
     return facts.owners if isinstance(facts, DirFacts) else None
 
 
-def _needs_launch(ctx: Context) -> str | None:
-    if ctx.launch is None or ctx.resume_argv is None:
-        return "no launch/resume argv (LaunchCommand or ResumeCommand did not succeed)"
-    return None
-
-
 class RuntimeConfig(RenderedFile):
     """The runtime config (install.config_path) rendered from the profile and the launch."""
 
@@ -297,7 +291,7 @@ class RuntimeConfig(RenderedFile):
     owned = True
 
     def skip_reason(self, ctx: Context) -> str | None:
-        return _needs_launch(ctx)
+        return ctx.missing_argv()
 
     def path(self, ctx: Context) -> str:
         return ctx.profile.install.config_path
@@ -348,7 +342,7 @@ class LaunchDropIn(RenderedFile):
             return f"door is {ctx.profile.door.kind}, not systemd"
         if ctx.launch is not None and ctx.launch.in_tmux:
             return "the unit already starts claude through tl-launch inside tmux"
-        return _needs_launch(ctx)
+        return ctx.missing_argv()
 
     def path(self, ctx: Context) -> str:
         unit = ctx.profile.door.systemd_unit
@@ -380,7 +374,7 @@ class RunnerWrapper(RenderedFile):
     def skip_reason(self, ctx: Context) -> str | None:
         if ctx.profile.door.kind != "pointer":
             return f"door is {ctx.profile.door.kind}, not pointer"
-        return _needs_launch(ctx)
+        return ctx.missing_argv()
 
     def path(self, ctx: Context) -> str:
         base = ctx.profile.install.prefix or ctx.profile.install.state_dir

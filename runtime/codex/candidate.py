@@ -18,13 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
-import orjson
-
 from runtime import candidate as claude
 from runtime.codex import rules
 from runtime.codex.rollout import Classifier, no_cycle_collection, scan, sessions_root
 from runtime.config import Config
-from runtime.errors import BlockedError, NothingToCarryError
 from runtime.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
 from runtime.speech import MARK_KEY, Utterance, carry_mark
 from runtime.transcript import Progress
@@ -171,25 +168,12 @@ def _build(
     meta = _new_meta(lines.meta or {}, session)
     layout = claude._lay_out(CodexLayout(session, meta), None, turns, stamps, plan)
     items, manifest = layout.finish() if lay_out else ((), [])
-    count = layout.count
-    return CodexBuild(
-        source=Path(source),
-        new_session_id=session,
-        turns=tuple(turns),
-        selected=tuple(plan.keep),
-        items=items,  # type: ignore[arg-type]  # RolloutLines: a lazy sequence, not a tuple
-        manifest=tuple(manifest),
-        read=read,
-        ledger=ledger,
-        counts=_counts(sink, turns, plan.keep, read),
-        details={**claude._details(sink, turns, plan, layout, config),
-                 "recognition_audit": audit},
-        blocked_reason=plan.blocked,
-        empty_reason=claude._empty_reason(read, turns, plan.keep, count),
-        item_count=count,
-        meta=meta,
-        parents=tuple(lines.parents),
-        created=datetime.now(UTC),
+    return claude._assemble(
+        CodexBuild, Path(source), session, (read, ledger), sink, turns, plan, layout, config,
+        items=items,  # RolloutLines: a lazy sequence, each line made when it is written
+        manifest=manifest, audit=audit,
+        counts=claude._counts(sink, turns, plan.keep, read, rules.SPEECH_KINDS),
+        meta=meta, parents=tuple(lines.parents), created=datetime.now(UTC),
     )
 
 
@@ -245,22 +229,6 @@ def _audit_reason(audit: dict[str, Any]) -> str:
             "recognise; a rebuild would lose them")
 
 
-def _counts(
-    sink: TurnBuilder, turns: list[Turn], keep: list[int], read: Any
-) -> dict[str, dict[str, int]]:
-    carried: Counter[str] = Counter()
-    for index in keep:
-        carried.update(u.kind for u in turns[index].items)
-    source = {kind: sink.counts[kind] for kind in rules.SPEECH_KINDS}
-    candidate = {kind: carried[kind] for kind in rules.SPEECH_KINDS}
-    return {
-        "source": source,
-        "candidate": candidate,
-        "not_carried": {kind: source[kind] - candidate[kind] for kind in rules.SPEECH_KINDS},
-        "reader": {kind: read.speech[kind] for kind in rules.SPEECH_KINDS},
-    }
-
-
 def default_folder(source: Path, created: datetime) -> Path:
     """``sessions/YYYY/MM/DD`` of the source's sessions folder, else the source's folder."""
     root = sessions_root(source)
@@ -271,20 +239,10 @@ def default_folder(source: Path, created: datetime) -> Path:
 
 def write(built: CodexBuild, directory: Path) -> Path:
     """Write the rollout as ``<directory>/rollout-<time>-<id>.jsonl`` (atomic, 0600)."""
-    if built.empty_reason is not None:
-        raise NothingToCarryError(
-            f"nothing to carry from {str(built.source)!r}: {built.empty_reason}"
-        )
-    if built.blocked_reason is not None:
-        raise BlockedError(f"rebuild of {str(built.source)!r} is blocked: {built.blocked_reason}")
-    if len(built.items) != built.item_count + 1:
-        raise ValueError("a build made with lay_out=False cannot be written")
-    from runtime import proc
-
+    claude.refuse_unwritable(built, built.item_count + 1)  # + line 0, the session_meta
     target = Path(directory) / built.file_name
     Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
-    dumps = orjson.dumps
-    proc.atomic_write_chunks(target, (dumps(item) + b"\n" for item in built.items), mode=0o600)
+    claude.write_lines(target, built.items)
     return target
 
 

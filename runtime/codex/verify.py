@@ -14,13 +14,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from runtime.codex import rules
 from runtime.codex.candidate import DROPPED_META, CodexBuild
 from runtime.errors import VerificationError
 from runtime.items import ManifestEntry, sha256_text
-from runtime.verify import VerifyReport, _require
+from runtime.verify import VerifyReport, _require, parse_line
 
 CHECKS: tuple[str, ...] = (
     "mode", "parse", "item_count", "session_meta", "types", "ordinals", "timestamps",
@@ -41,7 +39,7 @@ def verify_rollout(path: Path, built: CodexBuild) -> VerifyReport:
             last = b"\n"
             for number, raw in enumerate(handle):
                 last = raw
-                line = _parse(path, number, raw)
+                line = parse_line(path, number, raw)
                 if number == 0:
                     _check_meta(path, line, built)
                 elif number <= len(built.manifest):
@@ -58,17 +56,6 @@ def verify_rollout(path: Path, built: CodexBuild) -> VerifyReport:
              f"{count} item(s) on disk, {len(built.manifest)} in the manifest")
     return VerifyReport(path=path, items=count, checks=CHECKS,
                         audit=_audit(built, carried, path))
-
-
-def _parse(path: Path, number: int, raw: bytes) -> dict[str, Any]:
-    try:
-        line = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise VerificationError(
-            f"check 'parse': line {number} of {str(path)!r} is not JSON"
-        ) from exc
-    _require(type(line) is dict, "parse", path, f"line {number} is not an object")
-    return line  # checked to be a dict just above; orjson gives it, no copy needed
 
 
 def _check_meta(path: Path, line: dict[str, Any], built: CodexBuild) -> None:

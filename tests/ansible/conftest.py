@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -29,11 +28,11 @@ import pytest
 import yaml
 
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
+from tests.fixtures.deployment import Companion, install_stand_in
 from tests.fixtures.guard import claim_socket_name
 from tests.fixtures.standin_claude import register_server, sleeper_argv, write_transcript
 from tests.fixtures.tmux import TmuxServer, wait_for
 from tests.fixtures.wheel import build_wheels
-from tests.provision.conftest import LAUNCH_FLAGS, install_stand_in
 from tests.provision.test_accept_drill import STAND_IN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,27 +65,11 @@ def _ansible_bin(name: str) -> str:
     return str(path)
 
 
-@dataclass
-class World:
+@dataclass(kw_only=True)
+class World(Companion):
     """One companion host: its folders, its tmux server, its profile variables."""
 
     name: str
-    root: Path
-    tmux: TmuxServer
-    claude_cli: Path
-    target: str = "main:0.0"
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def workdir(self) -> Path:
-        return self.root / "srv app"
-
-    @property
-    def bin_dir(self) -> Path:
-        return self.root / "bin"
 
     @property
     def prefix(self) -> Path:
@@ -95,29 +78,6 @@ class World:
     @property
     def profile_path(self) -> Path:
         return self.root / "etc" / "host.yml"
-
-    @property
-    def config_path(self) -> Path:
-        return self.root / "etc" / "config.toml"
-
-    @property
-    def state_dir(self) -> Path:
-        return self.root / "state"
-
-    @property
-    def settings(self) -> Path:
-        return self.home / ".claude" / "settings.json"
-
-    def profile(self) -> dict:
-        return {
-            "host": self.name, "connection": "local",
-            "claude": {"user": pwd.getpwuid(os.getuid()).pw_name, "home": str(self.home),
-                       "binary": str(self.claude_cli)},
-            "door": {"kind": "tmux", "tmux": {"target": self.target,
-                                              "socket_name": self.tmux.socket_name}},
-            "install": {"config_path": str(self.config_path), "state_dir": str(self.state_dir)},
-            "rebuild": {"carry_max_tokens": 50000},
-        }
 
     def host_vars(self) -> dict:
         return {"threadline_prefix": str(self.prefix),
@@ -137,18 +97,12 @@ class World:
         write_transcript(project / f"{session}.jsonl", session, str(self.workdir), TURNS)
         register_server(self.home / ".claude.json", "companion", sleeper_argv(self.name))
         self.settings.write_text(json.dumps(FOREIGN_SETTINGS, indent=4))
-        self.tmux.env = {**{k: v for k, v in os.environ.items() if k != "CLAUDE_CONFIG_DIR"},
-                         "HOME": str(self.home)}
-        command = (f"PATH={self.bin_dir}:$PATH claude {' '.join(LAUNCH_FLAGS)}"
-                   if claude_running else "exec sh -c 'while :; do sleep 3600; done'")
+        self.run_as_the_user()
+        command = (self.launch_command() if claude_running
+                   else "exec sh -c 'while :; do sleep 3600; done'")
         self.tmux.new_session("main", command, cwd=str(self.workdir))
         if claude_running:
-            wait_for(self._claude_pid, what=f"stand-in claude running on {self.name}")
-
-    def _claude_pid(self) -> int | None:
-        pid = self.tmux.pane_pid(self.target)
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        return pid if str(self.bin_dir / "claude").encode() in cmdline else None
+            wait_for(self.stand_in_pid, what=f"stand-in claude running on {self.name}")
 
 
 @dataclass
@@ -261,7 +215,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path,
     try:
         for name in ("alpha", "beta", "gamma", "broken"):
             server = TmuxServer(claim_socket_name(f"tl-ansible-{name}-{uuid.uuid4().hex[:8]}"))
-            worlds[name] = World(name, root / name, server, claude_bin)
+            worlds[name] = World(name=name, root=root / name, tmux=server, binary=claude_bin)
             worlds[name].build(claude_running=name != "broken")
         yield Fleet(root, worlds, wheelhouse, collections, env)
     finally:

@@ -19,8 +19,8 @@ from provision.host import LocalHost
 from provision.profile import load_profile
 from provision.result import Context
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
+from tests.fixtures.deployment import Deployment
 from tests.fixtures.standin_claude import write_transcript
-from tests.provision.conftest import Deployment
 from tests.provision.test_apply_tmux import ready  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]

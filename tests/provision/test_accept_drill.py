@@ -17,8 +17,8 @@ import pytest
 
 from provision.accept import FAIL, PASS, SKIP, Checklist
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
+from tests.fixtures.deployment import Deployment
 from tests.fixtures.tmux import TmuxServer, wait_for
-from tests.provision.conftest import Deployment
 from tests.provision.test_accept import accept, evidence, installed  # noqa: F401 - fixture
 from tests.provision.test_apply_tmux import ready  # noqa: F401 - fixture
 

@@ -19,8 +19,8 @@ from provision.accept.live import channel_source, expected_channels
 from runtime.config import load_config
 from runtime.store import Store
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
+from tests.fixtures.deployment import LAUNCH_FLAGS, Deployment
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import LAUNCH_FLAGS, Deployment
 from tests.provision.test_accept import accept, evidence, installed  # noqa: F401 - fixture
 from tests.provision.test_accept_drill import STAND_IN
 from tests.provision.test_apply_tmux import ready  # noqa: F401 - fixture

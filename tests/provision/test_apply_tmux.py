@@ -14,7 +14,7 @@ from provision.host import LocalHost
 from provision.profile import load_profile
 from provision.result import Context, Report, Status
 from tests.fixtures.claude_cli import claude_bin, claude_env  # noqa: F401 - fixture
-from tests.provision.conftest import Deployment, write_profile
+from tests.fixtures.deployment import Deployment, write_profile
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
 

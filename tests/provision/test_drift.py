@@ -15,8 +15,8 @@ from provision.host import LocalHost
 from provision.profile import load_profile
 from provision.result import Context
 from tests.fixtures.claude_cli import claude_bin, claude_env  # noqa: F401 - fixture
+from tests.fixtures.deployment import LAUNCH_FLAGS, Deployment
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import LAUNCH_FLAGS, Deployment
 from tests.provision.test_apply_tmux import _tasks, ready  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]

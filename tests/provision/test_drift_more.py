@@ -19,8 +19,8 @@ from provision.result import Context, Status
 from provision.tasks.launcher import LaunchCommand, ResumeCommand
 from tests.fakes import FakeHost
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
+from tests.fixtures.deployment import Deployment, write_profile
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import Deployment, write_profile
 from tests.provision.test_apply_tmux import FOREIGN, _apply, _status, ready  # noqa: F401
 from tests.provision.test_drift import _drift, applied  # noqa: F401 - fixture
 from tests.provision.test_introspect import (

@@ -22,8 +22,8 @@ from provision.profile import Profile, load_profile
 from provision.result import Context
 from runtime.identity import value_digest
 from runtime.paths import encode_project_dir
+from tests.fixtures.deployment import Deployment, write_profile
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import Deployment, write_profile
 
 pytestmark = pytest.mark.real_tmux
 
@@ -56,13 +56,13 @@ def command(d: Deployment, cfg: Path, token: str = SECRET) -> str:
 
 def start(d: Deployment, cfg: Path, **session_env: str) -> int:
     d.tmux.new_session("main", command(d, cfg), cwd=str(d.workdir), env=session_env)
-    return int(wait_for(lambda: d._stand_in_pid(None), what="stand-in claude running"))
+    return int(wait_for(lambda: d.stand_in_pid(None), what="stand-in claude running"))
 
 
 def respawn(d: Deployment, text: str) -> int:
     old = d.tmux.pane_pid(d.target)
     d.tmux.cmd("respawn-pane", "-k", "-t", d.target, text)
-    return int(wait_for(lambda: d._stand_in_pid(old), what="stand-in claude respawned"))
+    return int(wait_for(lambda: d.stand_in_pid(old), what="stand-in claude respawned"))
 
 
 def test_inline_and_tmux_session_variables_are_recorded_by_name_and_never_printed(
@@ -102,7 +102,7 @@ def test_a_config_dir_exported_by_the_users_shell_is_seen_on_the_live_process(
     deployment.tmux.env["CLAUDE_CONFIG_DIR"] = str(cfg)  # the login shell exports it
     plain = f"exec {shlex.join([str(deployment.claude), *FLAGS])}"
     deployment.tmux.new_session("main", plain, cwd=str(deployment.workdir))
-    wait_for(lambda: deployment._stand_in_pid(None), what="stand-in claude running")
+    wait_for(lambda: deployment.stand_in_pid(None), what="stand-in claude running")
     with pytest.raises(IntrospectError, match="CLAUDE_CONFIG_DIR"):
         introspect(LocalHost(), with_config_dir(deployment, deployment.home / ".claude"))
     launch = introspect(LocalHost(), with_config_dir(deployment, cfg))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from provision.introspect import claude_identity
+from tests.fixtures.deployment import Deployment, write_profile
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import Deployment, write_profile
 
 TL_PROVISION = str(Path(sys.executable).with_name("tl-provision"))
 NOT_CLAUDE = """#!/bin/sh

@@ -23,9 +23,9 @@ from provision.result import Context, Status
 from provision.tasks.files import Directories, LaunchDropIn, RuntimeConfig
 from provision.tasks.launcher import LaunchCommand, RestartClaude, ResumeCommand
 from tests.fakes import SandboxHost
+from tests.fixtures.deployment import install_stand_in
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import install_stand_in
 
 pytestmark = pytest.mark.real_systemd
 UNIT = "claude-companion.service"

@@ -13,8 +13,8 @@ from provision.host import LocalHost
 from provision.introspect import introspect
 from provision.profile import Profile, load_profile
 from provision.result import Context, Status
+from tests.fixtures.deployment import LAUNCH_FLAGS, Deployment, write_profile
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import LAUNCH_FLAGS, Deployment, write_profile
 
 pytestmark = pytest.mark.real_tmux
 

@@ -30,6 +30,7 @@ from provision.tasks.files import Directories, LaunchDropIn, RuntimeConfig
 from provision.tasks.launcher import LaunchCommand, RestartClaude, ResumeCommand
 from runtime.doors.pointer import write_pointer
 from tests.fakes import SandboxHost
+from tests.fixtures.deployment import install_stand_in
 from tests.fixtures.standin_claude import (
     project_dir_for,
     register_server,
@@ -39,7 +40,6 @@ from tests.fixtures.standin_claude import (
 from tests.fixtures.switch_world import CHANNEL, STANDIN, TURNS
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import install_stand_in
 
 pytestmark = pytest.mark.real_systemd
 UNIT = "claude.service"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -227,6 +228,15 @@ def _profile(home: str, prefix: str, timeout: int = 10):
     })
 
 
+def _prefix(tmp_path: Path) -> Path:
+    """An install prefix whose ``bin/tl-rebuild`` exists and is executable."""
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "tl-rebuild").write_text("#!/bin/sh\n")
+    (prefix / "bin" / "tl-rebuild").chmod(0o755)
+    return prefix
+
+
 def _apply(task, host, ctx):
     """What the engine does for one task: facts → plan → execute → re-read → plan again."""
     facts = task.facts(host, ctx)
@@ -339,11 +349,8 @@ def test_real_file_is_replaced_atomically_keeping_its_mode_with_a_backup(tmp_pat
     from provision.result import Context
     from provision.tasks.settings import StopHook
 
-    prefix = tmp_path / "prefix"
-    (prefix / "bin").mkdir(parents=True)
+    prefix = _prefix(tmp_path)
     script = prefix / "bin" / "tl-rebuild"
-    script.write_text("#!/bin/sh\n")
-    script.chmod(0o755)
     home = tmp_path / "home"
     settings = home / ".claude" / "settings.json"
     settings.parent.mkdir(parents=True)
@@ -451,10 +458,7 @@ def test_root_replacing_the_claude_users_file_keeps_its_owner(tmp_path):
 
     if os.geteuid() != 0:
         pytest.skip("needs root to hand the file to another user (the root → claude-user case)")
-    prefix = tmp_path / "prefix"
-    (prefix / "bin").mkdir(parents=True)
-    (prefix / "bin" / "tl-rebuild").write_text("#!/bin/sh\n")
-    (prefix / "bin" / "tl-rebuild").chmod(0o755)
+    prefix = _prefix(tmp_path)
     settings = tmp_path / "home" / ".claude" / "settings.json"
     settings.parent.mkdir(parents=True)
     settings.write_bytes(b'{"model": "opus"}\n')
@@ -477,10 +481,7 @@ def test_a_new_file_and_claude_dir_are_given_to_the_owner_of_the_claude_home(tmp
 
     if os.geteuid() != 0:
         pytest.skip("needs root to create files for another user (the root → claude-user case)")
-    prefix = tmp_path / "prefix"
-    (prefix / "bin").mkdir(parents=True)
-    (prefix / "bin" / "tl-rebuild").write_text("#!/bin/sh\n")
-    (prefix / "bin" / "tl-rebuild").chmod(0o755)
+    prefix = _prefix(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     os.chown(home, 65534, 65534)

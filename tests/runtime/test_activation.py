@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the session/children fixtures are imported by name and injected
 """runtime.activation on real processes: activated on positive evidence, then the watch."""
 
 from __future__ import annotations
@@ -11,16 +10,9 @@ from pathlib import Path
 
 from runtime import activation
 from runtime.identity import descendants
+from tests.fixtures.process_door import CHANNEL, Launcher, ProcessDoor, start, want
 from tests.fixtures.standin_claude import sleeper_argv
 from tests.fixtures.tmux import wait_for
-from tests.runtime.test_health import (  # noqa: F401 - fixtures
-    CHANNEL,
-    ProcessDoor,
-    children,
-    session,
-    start,
-    want,
-)
 
 NEVER = 600.0  # a timeout no verdict below may wait for (pytest's own timeout is 300 s)
 
@@ -30,11 +22,10 @@ def config_dir(workdir: Path) -> Path:
 
 
 def test_a_claude_with_every_piece_of_evidence_is_activated_with_it_recorded(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("a")})
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("a")})
     report = activation.activate(ProcessDoor(proc), want(sid, workdir, channel_servers=(
         "companion",)), config_dir(workdir), stable=0.3, timeout=NEVER)
     assert report.ok, report.reason
@@ -50,12 +41,11 @@ def test_a_claude_with_every_piece_of_evidence_is_activated_with_it_recorded(
 
 
 def test_a_server_that_starts_late_is_waited_for(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("l")},
-                 STANDIN_SERVER_DELAY="1.0")
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("l")},
+                  STANDIN_SERVER_DELAY="1.0")
     assert not descendants(proc.pid)  # not there at the first look
     report = activation.activate(ProcessDoor(proc), want(sid, workdir, channel_servers=(
         "companion",)), config_dir(workdir), stable=0.2, timeout=NEVER)
@@ -64,11 +54,10 @@ def test_a_server_that_starts_late_is_waited_for(
 
 
 def test_a_deaf_process_is_refused_without_waiting_for_the_timeout(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid])
-    children.append(proc)
+    proc = claude(["--resume", sid])
     report = activation.activate(ProcessDoor(proc), want(sid, workdir), config_dir(workdir),
                                  stable=0.2, timeout=NEVER)
     assert not report.ok
@@ -79,11 +68,10 @@ def test_a_deaf_process_is_refused_without_waiting_for_the_timeout(
 
 
 def test_a_server_that_is_not_registered_is_a_verdict(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL])
     report = activation.activate(ProcessDoor(proc), want(sid, workdir, channel_servers=(
         "telegram",)), config_dir(workdir), stable=0.2, timeout=NEVER)
     assert not report.ok
@@ -92,12 +80,11 @@ def test_a_server_that_is_not_registered_is_a_verdict(
 
 
 def test_a_server_that_exits_after_starting_is_a_verdict(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
     crashing = [sys.executable, "-c", "import time; time.sleep(0.4)", "--role", "channel"]
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": crashing})
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": crashing})
     wait_for(lambda: descendants(proc.pid), what="the server to start")
     # it dies within the stability window (a later death is the watch's: see below)
     report = activation.activate(ProcessDoor(proc), want(sid, workdir, channel_servers=(
@@ -107,11 +94,10 @@ def test_a_server_that_exits_after_starting_is_a_verdict(
 
 
 def test_evidence_still_missing_at_the_timeout_says_what_is_missing(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]], tmp_path: Path
+    session: tuple[Path, str], claude: Launcher, tmp_path: Path
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL])
     elsewhere = tmp_path / "another config dir"  # no record of this claude there
     report = activation.activate(ProcessDoor(proc), want(sid, workdir), elsewhere, stable=0.1,
                                  timeout=1.0)
@@ -132,11 +118,10 @@ def test_a_process_that_exits_with_no_conversation_found_is_not_activated(
 
 
 def test_the_watch_holds_for_a_claude_that_stays_alive_with_its_servers(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("w")})
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("w")})
     wait_for(lambda: descendants(proc.pid), what="the server")
     seen = activation.watch(ProcessDoor(proc), str(proc.pid), proc.pid, want(
         sid, workdir, channel_servers=("companion",)), seconds=0.6, stable=0.2,
@@ -160,11 +145,10 @@ def test_the_watch_fails_when_the_activated_claude_dies(
 
 
 def test_the_watch_fails_when_a_channel_server_is_lost(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("k")})
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("k")})
     [server] = wait_for(lambda: descendants(proc.pid), what="the server")  # type: ignore[misc]
     looks = {"n": 0}
 
@@ -182,11 +166,10 @@ def test_the_watch_fails_when_a_channel_server_is_lost(
 
 
 def test_the_watch_leaves_a_third_partys_process_alone_and_says_so(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL])
     door = ProcessDoor(proc)
     identity = door.identity()
     other = subprocess.Popen(["sleep", "600"])
@@ -199,11 +182,10 @@ def test_the_watch_leaves_a_third_partys_process_alone_and_says_so(
 
 
 def test_the_watch_ends_when_the_operation_left_activated(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL])
     seen = activation.watch(ProcessDoor(proc), str(proc.pid), proc.pid, want(sid, workdir),
                             seconds=NEVER, stable=0.2, ours=lambda: False)
     assert seen.outcome == activation.SUPERSEDED

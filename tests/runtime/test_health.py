@@ -5,100 +5,26 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from runtime import health
-from runtime.errors import IdentityConflictError
 from runtime.identity import channel_flags, cmdline, descendants, parse_stat, resumed_session
+from tests.fixtures.process_door import CHANNEL, Launcher, ProcessDoor, start, want
 from tests.fixtures.standin_claude import (
-    project_dir_for,
     register_server,
     sleeper_argv,
-    write_transcript,
 )
 from tests.fixtures.tmux import wait_for
 
-CHANNEL = ("--dangerously-load-development-channels", "server:companion")
-
-
-@dataclass
-class ProcessDoor:
-    """A door over one real child process (the thing a pane or a unit would run)."""
-
-    process: subprocess.Popen[bytes] | None
-    output: str = ""
-    name: str = "test"
-    switched: list[str] = field(default_factory=list)
-
-    def identity(self) -> str:
-        if self.process is None or self.process.poll() is not None:
-            raise IdentityConflictError("process is gone")
-        return str(self.process.pid)
-
-    def process_pid(self, identity: str) -> int | None:
-        return int(identity)
-
-    def screen(self) -> str:
-        return self.output
-
-    def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
-        self.switched.append(session_id)
-
-    def confirm(self) -> bool:
-        return False
-
-
-@pytest.fixture
-def session(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    workdir = tmp_path / "wd"
-    workdir.mkdir()
-    sid = "5e551011-0000-4000-8000-000000000001"
-    config = str(tmp_path / "claude config")  # a non-default CLAUDE_CONFIG_DIR, as on the VPS
-    write_transcript(project_dir_for(str(workdir), config) / f"{sid}.jsonl", sid, str(workdir),
-                     [("hi", "hello")])
-    yield workdir, sid
-
-
-def start(workdir: Path, argv: Sequence[str],
-          servers: dict[str, list[str]] | None = None, **extra_env: str
-          ) -> subprocess.Popen[bytes]:
-    """The stand-in claude with its own CLAUDE_CONFIG_DIR, where ``servers`` are registered."""
-    script = Path(__file__).parents[1] / "fixtures" / "standin_claude.py"
-    config = workdir.parent / "claude config"
-    for name, server_argv in (servers or {}).items():
-        register_server(config / ".claude.json", name, server_argv)
-    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config), **extra_env}
-    return subprocess.Popen([sys.executable, str(script), *argv], cwd=workdir, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-
-
-def want(sid: str, workdir: Path, **kw: object) -> health.Expectation:
-    base: dict[str, object] = {"session_id": sid, "previous_identity": "1",
-                               "channel_flags": channel_flags(CHANNEL), "workdir": workdir,
-                               "window": 0.3}
-    base.update(kw)
-    return health.Expectation(**base)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def children() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for child in started:
-        child.terminate()
-        child.wait(timeout=10)
-
 
 def test_a_live_process_with_session_flags_cwd_and_servers_is_healthy(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("a")})
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("a")})
     wait_for(lambda: descendants(proc.pid), what="channel server child")
     report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",)))
     assert report.ok, report.reason
@@ -107,25 +33,41 @@ def test_a_live_process_with_session_flags_cwd_and_servers_is_healthy(
 
 
 def test_a_missing_channel_flag_is_the_deaf_process_and_unhealthy(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid])
-    children.append(proc)
+    proc = claude(["--resume", sid])
     report = health.check(ProcessDoor(proc), want(sid, workdir))
     assert not report.ok and "missing channel flag" in report.reason
     assert report.evidence["missing_channel_flags"] == list(channel_flags(CHANNEL))
 
 
-def test_a_wrong_cwd_or_session_is_unhealthy(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]], tmp_path: Path
+Mismatch = Callable[[str, Path, "subprocess.Popen[bytes]"], health.Expectation]
+
+
+@pytest.mark.parametrize(("expect", "screen", "reasons"), [
+    pytest.param(lambda sid, workdir, proc: want("other-session", workdir.parent), "",
+                 ("does not hold session 'other-session'", "cwd is"),
+                 id="a_wrong_cwd_or_session_is_unhealthy"),
+    pytest.param(lambda sid, workdir, proc: want(sid, workdir),
+                 "No conversation found with session ID: x", ("No conversation found",),
+                 id="no_conversation_found_on_screen_is_unhealthy_even_while_alive"),
+    pytest.param(lambda sid, workdir, proc: want(sid, workdir, previous_identity=str(proc.pid)),
+                 "", ("not replaced",), id="an_unreplaced_process_is_not_healthy"),
+    pytest.param(lambda sid, workdir, proc: want(sid, workdir, channel_servers=("telegram",)),
+                 "", ("not running: telegram ('telegram' is not a stdio server registered in",),
+                 id="an_expected_channel_server_that_is_not_running_is_unhealthy"),
+])
+def test_a_live_claude_with_its_channel_flags_is_unhealthy_where_the_expectation_differs(
+    session: tuple[Path, str], claude: Launcher, expect: Mismatch, screen: str,
+    reasons: tuple[str, ...],
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
-    report = health.check(ProcessDoor(proc), want("other-session", tmp_path))
+    proc = claude(["--resume", sid, *CHANNEL])
+    report = health.check(ProcessDoor(proc, output=screen), expect(sid, workdir, proc))
     assert not report.ok
-    assert "does not hold session 'other-session'" in report.reason and "cwd is" in report.reason
+    for reason in reasons:
+        assert reason in report.reason
 
 
 def test_a_process_that_exits_with_no_conversation_found_is_unhealthy(
@@ -138,45 +80,13 @@ def test_a_process_that_exits_with_no_conversation_found_is_unhealthy(
     assert not report.ok and "gone" in report.reason
 
 
-def test_no_conversation_found_on_screen_is_unhealthy_even_while_alive(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
-) -> None:
-    workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
-    door = ProcessDoor(proc, output="No conversation found with session ID: x")
-    assert "No conversation found" in health.check(door, want(sid, workdir)).reason
-
-
-def test_an_unreplaced_process_is_not_healthy(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
-) -> None:
-    workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
-    report = health.check(ProcessDoor(proc), want(sid, workdir, previous_identity=str(proc.pid)))
-    assert not report.ok and "not replaced" in report.reason
-
-
-def test_an_expected_channel_server_that_is_not_running_is_unhealthy(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
-) -> None:
-    workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
-    report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("telegram",)))
-    assert not report.ok and "not running: telegram ('telegram' is not a stdio server " \
-        "registered in" in report.reason
-
-
 def test_a_server_whose_argv_lacks_its_name_is_recognised_by_its_registration(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
     server = sleeper_argv("x1")
     assert not any("companion" in token for token in server)  # the incident's shape
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": server})
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": server})
     report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",)))
     assert report.ok, report.reason
     found = report.evidence["channel_servers"]["companion"]
@@ -185,7 +95,8 @@ def test_a_server_whose_argv_lacks_its_name_is_recognised_by_its_registration(
 
 
 def test_a_process_that_only_mentions_the_name_or_runs_outside_claude_does_not_count(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]], tmp_path: Path
+    session: tuple[Path, str], children: list[subprocess.Popen[bytes]], claude: Launcher,
+    tmp_path: Path,
 ) -> None:
     workdir, sid = session
     registered = [sys.executable, "-c", "import time; time.sleep(60)", "--role", "channel"]
@@ -202,12 +113,11 @@ def test_a_process_that_only_mentions_the_name_or_runs_outside_claude_does_not_c
 
 
 def test_a_server_that_exits_after_starting_is_caught(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
     crashing = [sys.executable, "-c", "import time; time.sleep(0.4)", "--role", "channel"]
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": crashing})
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": crashing})
     wait_for(lambda: descendants(proc.pid), what="the server to start")
     report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",),
                                                   window=1.5))
@@ -215,12 +125,11 @@ def test_a_server_that_exits_after_starting_is_caught(
 
 
 def test_channels_ready_waits_for_a_server_that_starts_late(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
-    workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("l")},
-                 STANDIN_SERVER_DELAY="1.0")
-    children.append(proc)
+    _, sid = session
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("l")},
+                  STANDIN_SERVER_DELAY="1.0")
     assert not descendants(proc.pid)  # not there at the first look
     report = health.channels_ready(proc.pid, ("server:companion",), window=20)
     assert report.ok, report.reason
@@ -228,11 +137,10 @@ def test_channels_ready_waits_for_a_server_that_starts_late(
 
 
 def test_channels_ready_names_what_is_missing_when_the_window_ends(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
-    workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
+    _, sid = session
+    proc = claude(["--resume", sid, *CHANNEL])
     report = health.channels_ready(proc.pid, ("companion", "plugin:tg@mkt"), window=0.5)
     assert not report.ok
     assert "not running: companion" in report.reason
@@ -264,11 +172,10 @@ def test_resumed_session_and_stat_parsers() -> None:
 
 
 def test_a_plugin_channel_that_cannot_be_checked_is_named_not_verifiable_and_does_not_fail(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     workdir, sid = session
-    proc = start(workdir, ["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("v")})
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL], servers={"companion": sleeper_argv("v")})
     report = health.check(ProcessDoor(proc), want(sid, workdir, window=1.0, channel_servers=(
         "companion", "plugin:tg@mkt")))
     assert report.ok, report.reason
@@ -279,7 +186,7 @@ def test_a_plugin_channel_that_cannot_be_checked_is_named_not_verifiable_and_doe
 
 
 def test_the_local_scope_registration_of_the_workdir_is_the_one_recognised(
-    session: tuple[Path, str], children: list[subprocess.Popen[bytes]]
+    session: tuple[Path, str], claude: Launcher
 ) -> None:
     import json
 
@@ -292,8 +199,7 @@ def test_the_local_scope_registration_of_the_workdir_is_the_one_recognised(
              "env": {"ROLE": "companion-local"}}
     data["projects"] = {str(workdir): {"mcpServers": {"companion": local}}}
     claude_json.write_text(json.dumps(data))
-    proc = start(workdir, ["--resume", sid, *CHANNEL])
-    children.append(proc)
+    proc = claude(["--resume", sid, *CHANNEL])
     wait_for(lambda: descendants(proc.pid), what="the server")
     report = health.check(ProcessDoor(proc), want(sid, workdir, channel_servers=("companion",)))
     assert report.ok, report.reason

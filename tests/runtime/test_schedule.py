@@ -28,9 +28,9 @@ from runtime.config import Config, load_config
 from runtime.paths import encode_project_dir
 from runtime.store import Store
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
+from tests.fixtures.deployment import install_stand_in
 from tests.fixtures.switch_world import STANDIN
 from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
-from tests.provision.conftest import install_stand_in
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
 

@@ -54,82 +54,62 @@ def test_a_written_candidate_passes_every_check_with_a_matching_audit(tmp_path: 
     assert report.as_dict()["audit"] == report.audit
 
 
-def test_a_changed_character_fails_the_text_digest(tmp_path: Path) -> None:
-    built, path = written(tmp_path)
+Events = list[dict[str, Any]]
 
-    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        events[2]["message"]["content"][-1]["text"] += "!"
+
+def with_field(index: int, key: str, value: Any) -> Callable[[Events], Events]:
+    """A change that sets ``key`` of event ``index`` to ``value``."""
+
+    def change(events: Events) -> Events:
+        events[index][key] = value
         return events
 
-    rewrite(path, edit)
-    with pytest.raises(VerificationError, match="check 'text_digest' failed .*item 3"):
-        verify_candidate(path, built)
+    return change
 
 
-def test_an_extra_item_fails_the_item_count(tmp_path: Path) -> None:
+def changed_character(events: Events) -> Events:
+    events[2]["message"]["content"][-1]["text"] += "!"
+    return events
+
+
+def broken_parent_chain(events: Events) -> Events:
+    events[3]["parentUuid"] = events[0]["uuid"]
+    return events
+
+
+def added_tool_use(events: Events) -> Events:
+    events[1]["message"]["content"].append(tool_use())
+    return events
+
+
+@pytest.mark.parametrize(
+    ("change", "failure"),
+    [
+        pytest.param(changed_character, "check 'text_digest' failed .*item 3",
+                     id="a_changed_character_fails_the_text_digest"),
+        pytest.param(lambda events: events + [events[-1]], "check 'item_count'",
+                     id="an_extra_item_fails_the_item_count"),
+        # every item now sits where another belongs: the count is reported, not the item
+        pytest.param(lambda events: events[1:], "check 'item_count'",
+                     id="a_missing_item_is_reported_as_the_count_before_the_item_it_shifts"),
+        pytest.param(with_field(0, "type", "system"), "check 'types'",
+                     id="a_foreign_type_fails_the_types_check"),
+        pytest.param(with_field(1, "sessionId", "other"), "check 'session_id'",
+                     id="another_session_id_fails"),
+        pytest.param(broken_parent_chain, "check 'parent_chain'",
+                     id="a_broken_parent_chain_fails"),
+        pytest.param(added_tool_use, "check 'blocks'.*'tool_use' block",
+                     id="a_tool_use_block_fails_the_blocks_check"),
+        pytest.param(with_field(0, "timestamp", "yesterday"), "check 'timestamps'",
+                     id="a_non_timestamp_fails_the_timestamp_check"),
+    ],
+)
+def test_a_changed_candidate_fails_the_check_it_breaks(
+    tmp_path: Path, change: Callable[[Events], Events], failure: str
+) -> None:
     built, path = written(tmp_path)
-    rewrite(path, lambda events: events + [events[-1]])
-    with pytest.raises(VerificationError, match="check 'item_count'"):
-        verify_candidate(path, built)
-
-
-def test_a_foreign_type_fails_the_types_check(tmp_path: Path) -> None:
-    built, path = written(tmp_path)
-
-    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        events[0]["type"] = "system"
-        return events
-
-    rewrite(path, edit)
-    with pytest.raises(VerificationError, match="check 'types'"):
-        verify_candidate(path, built)
-
-
-def test_another_session_id_fails(tmp_path: Path) -> None:
-    built, path = written(tmp_path)
-
-    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        events[1]["sessionId"] = "other"
-        return events
-
-    rewrite(path, edit)
-    with pytest.raises(VerificationError, match="check 'session_id'"):
-        verify_candidate(path, built)
-
-
-def test_a_broken_parent_chain_fails(tmp_path: Path) -> None:
-    built, path = written(tmp_path)
-
-    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        events[3]["parentUuid"] = events[0]["uuid"]
-        return events
-
-    rewrite(path, edit)
-    with pytest.raises(VerificationError, match="check 'parent_chain'"):
-        verify_candidate(path, built)
-
-
-def test_a_tool_use_block_fails_the_blocks_check(tmp_path: Path) -> None:
-    built, path = written(tmp_path)
-
-    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        events[1]["message"]["content"].append(tool_use())
-        return events
-
-    rewrite(path, edit)
-    with pytest.raises(VerificationError, match="check 'blocks'.*'tool_use' block"):
-        verify_candidate(path, built)
-
-
-def test_a_non_timestamp_fails_the_timestamp_check(tmp_path: Path) -> None:
-    built, path = written(tmp_path)
-
-    def edit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        events[0]["timestamp"] = "yesterday"
-        return events
-
-    rewrite(path, edit)
-    with pytest.raises(VerificationError, match="check 'timestamps'"):
+    rewrite(path, change)
+    with pytest.raises(VerificationError, match=failure):
         verify_candidate(path, built)
 
 
@@ -200,15 +180,6 @@ def test_turns_left_out_by_the_cap_are_accounted_for_in_the_audit(tmp_path: Path
         "candidate": 4 - dropped,
         "left_out_by_rule": dropped,
     }
-
-
-def test_a_missing_item_is_reported_as_the_count_before_the_item_it_shifts(
-    tmp_path: Path,
-) -> None:
-    built, path = written(tmp_path)
-    rewrite(path, lambda events: events[1:])  # every item now sits where another belongs
-    with pytest.raises(VerificationError, match="check 'item_count'"):
-        verify_candidate(path, built)
 
 
 def test_a_line_that_is_not_json_is_reported_before_an_earlier_broken_item(

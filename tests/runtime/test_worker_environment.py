@@ -60,12 +60,18 @@ def no_value_stored(world: World) -> list[str]:
             and p.name != "source.jsonl" and SECRET.encode() in p.read_bytes()]
 
 
-def test_the_switch_starts_the_new_process_with_the_inline_launch_environment(
-        tmp_path: Path, tmux_server: TmuxServer) -> None:
-    world = inline_world(tmp_path, tmux_server)
+def rebuild_at_stop(world: World) -> str:
+    """Request a rebuild of the old session and let claude stop; the operation id."""
     op_id = str(ops.request(world.config, "test", "REBUILD",
                             session_id=world.old_session)["operation_id"])
     world.send("stop")
+    return op_id
+
+
+def test_the_switch_starts_the_new_process_with_the_inline_launch_environment(
+        tmp_path: Path, tmux_server: TmuxServer) -> None:
+    world = inline_world(tmp_path, tmux_server)
+    op_id = rebuild_at_stop(world)
 
     assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
     env = environ(tmux_server.pane_pid(world.target)) or {}
@@ -80,9 +86,7 @@ def test_the_switch_starts_the_new_process_with_the_inline_launch_environment(
 def test_the_rollback_resumes_the_old_session_with_the_same_environment(
         tmp_path: Path, tmux_server: TmuxServer) -> None:
     world = inline_world(tmp_path, tmux_server)
-    op_id = str(ops.request(world.config, "test", "REBUILD",
-                            session_id=world.old_session)["operation_id"])
-    world.send("stop")
+    op_id = rebuild_at_stop(world)
     assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
     new_id = str(world.store.read(op_id).fact("new_session_id"))
     new_file = world.project_dir / f"{new_id}.jsonl"
@@ -105,9 +109,7 @@ def test_without_the_config_dir_carried_the_resume_finds_no_conversation_and_rol
         tmp_path: Path, tmux_server: TmuxServer, exit_delay: str) -> None:
     # What every switch did before: the config names nothing to carry.
     world = inline_world(tmp_path, tmux_server, names=(), exit_delay=exit_delay)
-    op_id = str(ops.request(world.config, "test", "REBUILD",
-                            session_id=world.old_session)["operation_id"])
-    world.send("stop")
+    op_id = rebuild_at_stop(world)
 
     assert world.wait_state(op_id) == "failed"
     op = world.store.read(op_id)

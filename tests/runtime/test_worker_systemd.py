@@ -18,11 +18,11 @@ from runtime.config import load_config
 from runtime.doors.pointer import write_pointer
 from runtime.ops import request
 from runtime.store import Store
+from tests.fixtures.deployment import install_stand_in
 from tests.fixtures.standin_claude import project_dir_for, write_transcript
 from tests.fixtures.switch_world import CHANNEL, STANDIN, TL_REBUILD, TURNS, toml_value
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.fixtures.tmux import wait_for
-from tests.provision.conftest import install_stand_in
 
 pytestmark = pytest.mark.real_systemd
 UNIT = "tl-switch-test.service"

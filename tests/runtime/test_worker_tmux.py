@@ -29,6 +29,16 @@ def request(world: World) -> str:
     return str(result["operation_id"])
 
 
+def switch(world: World, tmux: TmuxServer, expect: str = "activated",
+           extra_env: dict[str, str] | None = None) -> str:
+    """Start claude in the pane, request a rebuild, let claude stop; the op ends in ``expect``."""
+    world.start_pane(tmux, extra_env=extra_env)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == expect, world.store.read(op_id).failure
+    return op_id
+
+
 def test_request_stop_worker_respawn_health_ends_activated(
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
@@ -74,10 +84,7 @@ def test_the_startup_snapshot_is_kept_0600_in_the_artifacts_with_only_its_digest
     events = [json.loads(line) for line in world.transcript.read_text("utf-8").splitlines()]
     events[0]["message"]["content"] = block + "\n" + events[0]["message"]["content"]
     world.transcript.write_text("".join(json.dumps(e) + "\n" for e in events), "utf-8")
-    world.start_pane(tmux_server)
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    op_id = switch(world, tmux_server)
     op = world.store.read(op_id)
     kept = Path(op.fact("startup_snapshot"))
     assert kept.parent == world.store.artifacts(op_id)
@@ -93,10 +100,7 @@ def test_the_manifest_is_kept_0600_with_its_digest_and_status_prints_it_checked(
     from runtime.cli import main
 
     world = tmux_world(tmp_path, tmux_server)
-    world.start_pane(tmux_server)
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    op_id = switch(world, tmux_server)
     op = world.store.read(op_id)
     kept = Path(op.fact("manifest"))
     assert kept == world.store.artifacts(op_id) / "manifest.jsonl"
@@ -123,10 +127,7 @@ def test_worker_survives_the_respawn_of_the_pane_it_was_started_from(
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
     world = tmux_world(tmp_path, tmux_server)
-    world.start_pane(tmux_server)
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "activated"
+    op_id = switch(world, tmux_server)
     op = world.store.read(op_id)
     spawner = world.starts()[0]["pid"]
     assert op.worker is not None and op.worker["pid"] != spawner
@@ -139,10 +140,7 @@ def test_worker_survives_the_respawn_of_the_pane_it_was_started_from(
 
 def test_audit_records_hold_no_conversation_text(tmp_path: Path, tmux_server: TmuxServer) -> None:
     world = tmux_world(tmp_path, tmux_server)
-    world.start_pane(tmux_server)
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "activated"
+    op_id = switch(world, tmux_server)
     audit = (world.state_dir / "operations" / f"{op_id}.json").read_text()
     audit += (world.state_dir / "operations" / f"{op_id}.events.jsonl").read_text()
     for word in ("blue door", "4711", "reply to"):
@@ -154,10 +152,7 @@ def test_resume_argv_without_a_channel_flag_fails_health_and_resumes_the_old_ses
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
     world = tmux_world(tmp_path, tmux_server, resume_channels=())
-    world.start_pane(tmux_server)
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "rolled_back"
+    op_id = switch(world, tmux_server, "rolled_back")
     op = world.store.read(op_id)
     assert op.failure is not None and "missing channel flag" in op.failure["message"]
     health = [e for e in world.store.events(op_id) if e["phase"] == "health"][0]
@@ -218,10 +213,7 @@ def test_session_said_after_activation_is_counted_before_rollback_and_rollback_r
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
     world = tmux_world(tmp_path, tmux_server)
-    world.start_pane(tmux_server)
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "activated"
+    op_id = switch(world, tmux_server)
     new_id = world.store.read(op_id).fact("new_session_id")
     new_file = world.project_dir / f"{new_id}.jsonl"
     append_events(new_file, exchange(new_id, "one more thing", "ok", last_uuid(new_file),
@@ -240,10 +232,7 @@ def test_rollback_refuses_when_the_pane_was_replaced_after_activation(
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
     world = tmux_world(tmp_path, tmux_server)
-    world.start_pane(tmux_server)
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "activated"
+    op_id = switch(world, tmux_server)
     new_id = world.store.read(op_id).fact("new_session_id")
     tmux_server.cmd("respawn-pane", "-k", "-t", world.target, "sleep 600")
     ops.rollback_request(world.config, op_id, "ROLLBACK")
@@ -352,10 +341,7 @@ def test_worker_waits_while_claude_is_busy_and_freezes_after_its_late_summary_li
     world = tmux_world(tmp_path, tmux_server)
     # Claude writes its stop_hook_summary after the hook returns; here 1 s later, far past the
     # 0.2 s quiet period: only the busy flag in sessions/<pid>.json keeps the worker waiting.
-    world.start_pane(tmux_server, extra_env={"STANDIN_AFTER_HOOK_DELAY": "1.0"})
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    op_id = switch(world, tmux_server, extra_env={"STANDIN_AFTER_HOOK_DELAY": "1.0"})
     # no timed assertion: the late line being in the frozen copy proves the worker waited
     backup = Path(world.store.read(op_id).fact("backup")).read_text()
     assert backup.rstrip().splitlines()[-1].count("stop_hook_summary") == 1
@@ -384,10 +370,7 @@ def test_the_development_channels_warning_after_the_respawn_is_confirmed_like_th
     tmp_path: Path, tmux_server: TmuxServer
 ) -> None:
     world = tmux_world(tmp_path, tmux_server)
-    world.start_pane(tmux_server, extra_env={"STANDIN_DEV_WARNING": "1"})
-    op_id = request(world)
-    world.send("stop")
-    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    op_id = switch(world, tmux_server, extra_env={"STANDIN_DEV_WARNING": "1"})
     health = [e for e in world.store.events(op_id) if e["phase"] == "health"][0]
     assert health["warnings_confirmed"] >= 1
     accepted = [json.loads(line) for line in world.record.read_text().splitlines()
