@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runtime.doors.kind import DoorKind
 from runtime.errors import ConfigError, DoorError
 
 if TYPE_CHECKING:
@@ -30,8 +31,8 @@ class Door(Protocol):
     """What the worker needs from a door."""
 
     @property
-    def name(self) -> str:
-        """``tmux`` | ``systemd`` | ``pointer``."""
+    def name(self) -> DoorKind:
+        """Which door this is; what the kind means elsewhere is a property of DoorKind."""
         ...
 
     def identity(self) -> str:
@@ -61,25 +62,25 @@ class Door(Protocol):
 
 def open_door(config: Config) -> Door:
     """The door named by ``switch.door``, built from the config."""
-    name = config.switch.door
-    if name == "tmux":
-        from runtime.doors.tmux import TmuxDoor
-
-        return TmuxDoor.from_config(config)
-    if name == "pointer":
-        from runtime.doors.pointer import PointerDoor
-
-        return PointerDoor.from_config(config)
-    if name == "systemd":
-        from runtime.doors.systemd import SystemdDoor
-
-        terminal = None
-        if config.switch.tmux.target:
+    match config.switch.door:
+        case DoorKind.TMUX:
             from runtime.doors.tmux import TmuxDoor
 
-            terminal = TmuxDoor.from_config(config)
-        return SystemdAdapter(SystemdDoor.from_config(config), terminal)
-    raise ConfigError(f"switch.door: unknown door {name!r}")
+            return TmuxDoor.from_config(config)
+        case DoorKind.POINTER:
+            from runtime.doors.pointer import PointerDoor
+
+            return PointerDoor.from_config(config)
+        case DoorKind.SYSTEMD:
+            from runtime.doors.systemd import SystemdDoor
+
+            terminal = None
+            if config.switch.tmux.target:
+                from runtime.doors.tmux import TmuxDoor
+
+                terminal = TmuxDoor.from_config(config)
+            return SystemdAdapter(SystemdDoor.from_config(config), terminal)
+    raise ConfigError(f"switch.door: unknown door {config.switch.door!r}")
 
 
 class SystemdAdapter:
@@ -94,7 +95,7 @@ class SystemdAdapter:
     after every restart). Without it, MainPID is the claude pid and nothing can be answered.
     """
 
-    name = "systemd"
+    name = DoorKind.SYSTEMD
 
     def __init__(self, door: Any, terminal: Any = None) -> None:
         self.door = door

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime import proc
+from runtime.doors.kind import DoorKind
 from runtime.errors import ConfigError, DoorError, IdentityConflictError, ProcError
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class TmuxDoor:
 
     target: str
     socket_name: str = ""
-    name: str = "tmux"
+    name: DoorKind = DoorKind.TMUX
 
     @classmethod
     def from_config(cls, config: Config) -> TmuxDoor:

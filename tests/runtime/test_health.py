@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from runtime import health
+from runtime.doors.kind import DoorKind
 from runtime.errors import IdentityConflictError
 from runtime.identity import channel_flags, cmdline, descendants, parse_stat, resumed_session
 from tests.fixtures.standin_claude import (
@@ -31,7 +32,7 @@ class ProcessDoor:
 
     process: subprocess.Popen[bytes] | None
     output: str = ""
-    name: str = "test"
+    name: DoorKind = DoorKind.TMUX  # a process behind a door, judged like a pane
     switched: list[str] = field(default_factory=list)
 
     def identity(self) -> str:
