@@ -9,13 +9,17 @@ bare string — kind-specific behaviour belongs to the door, a choice of door to
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from runtime.config import config_from_mapping
+from runtime.doors.base import open_door
 from runtime.doors.kind import DoorKind
-from runtime.errors import ConfigError
+from runtime.doors.systemd import SystemdDoor
+from runtime.doors.tmux import TmuxDoor
+from runtime.errors import ConfigError, IdentityConflictError
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"tmux", "systemd", "pointer"}
@@ -114,4 +118,73 @@ def test_the_profile_door_is_a_door_kind() -> None:
     })
     assert type(profile.door.kind) is DoorKind
     assert profile.door.kind is DoorKind.POINTER
+
+
+SECTIONS = {
+    DoorKind.TMUX: {"tmux": {"target": "main:0.0", "socket_name": "s"}},
+    DoorKind.SYSTEMD: {"systemd": {"unit": "claude.service", "pointer_path": "/p"}},
+    DoorKind.POINTER: {"pointer": {"path": "/p"}},
+}
+
+
+@pytest.mark.parametrize("kind", list(DoorKind))
+def test_open_door_builds_the_door_its_kind_names(kind: DoorKind) -> None:
+    door = open_door(config_from_mapping({"switch": {"door": kind.value, **SECTIONS[kind]}}))
+    assert door.name is kind
+
+
+def test_a_systemd_door_without_a_terminal_judges_by_main_pid_and_cannot_answer() -> None:
+    door = open_door(config_from_mapping({"switch": {"door": "systemd",
+                                                     **SECTIONS[DoorKind.SYSTEMD]}}))
+    assert isinstance(door, SystemdDoor) and door.terminal is None
+    assert door.process_pid("4242") == 4242
+    assert door.process_pid("") is None
+    assert door.screen() == ""
+    assert door.confirm() is False
+
+
+def test_a_systemd_door_with_switch_tmux_target_has_that_pane_as_its_terminal() -> None:
+    door = open_door(config_from_mapping({"switch": {
+        "door": "systemd", **SECTIONS[DoorKind.SYSTEMD], **SECTIONS[DoorKind.TMUX]}}))
+    assert isinstance(door, SystemdDoor)
+    assert door.terminal == TmuxDoor(target="main:0.0", socket_name="s")
+
+
+class Pane:
+    """A terminal with a fixed pid and screen that counts the keys pressed."""
+
+    name = DoorKind.TMUX
+
+    def __init__(self, pid: str | None) -> None:
+        self.pid, self.pressed = pid, 0
+
+    def identity(self) -> str:
+        if self.pid is None:
+            raise IdentityConflictError("pane is dead")
+        return self.pid
+
+    def process_pid(self, identity: str) -> int | None:
+        return int(identity)
+
+    def screen(self) -> str:
+        return "Press Enter to continue"
+
+    def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
+        raise AssertionError("the unit restarts claude, never its terminal")
+
+    def confirm(self) -> bool:
+        self.pressed += 1
+        return True
+
+    def settle(self) -> None:
+        pass
+
+
+def test_a_systemd_door_reads_and_answers_claude_through_its_terminal() -> None:
+    pane = Pane("777")
+    door = SystemdDoor("claude.service", Path("/p"), terminal=pane)
+    assert door.process_pid("1") == 777  # the pane's pid, not the unit's MainPID
+    assert door.screen() == "Press Enter to continue"
+    assert door.confirm() is True and pane.pressed == 1
+    assert SystemdDoor("claude.service", Path("/p"), terminal=Pane(None)).process_pid("1") is None
 
