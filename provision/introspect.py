@@ -19,6 +19,7 @@ from provision.errors import HostError, IntrospectError, ResumeError
 from provision.host import Host
 from provision.profile import Profile
 from runtime.doors.kind import DoorKind
+from runtime.doors.tmux import tmux_argv
 
 TL_LAUNCH = "tl-launch"
 OWN_DROP_IN = "threadline-launch.conf"  # provision/tasks/files.py writes it
@@ -151,9 +152,9 @@ def tmux_base(host: Host, profile: Profile) -> list[str]:
         _SAME_USER[key] = _other_uid(host, profile.claude.user)
     uid = _SAME_USER[key]
     if uid is None:
-        return ["tmux", "-L", sock] if sock else ["tmux"]
+        return tmux_argv(sock or "")
     folder = os.environ.get("TMUX_TMPDIR") or "/tmp"
-    return ["tmux", "-S", f"{folder.rstrip('/')}/tmux-{uid}/{sock or 'default'}"]
+    return tmux_argv(socket_path=f"{folder.rstrip('/')}/tmux-{uid}/{sock or 'default'}")
 
 
 def _other_uid(host: Host, user: str) -> int | None:

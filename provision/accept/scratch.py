@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.errors import AcceptError
 from runtime.doors.kind import DoorKind
+from runtime.doors.tmux import tmux_argv
 
 if TYPE_CHECKING:
     from provision.accept.checklist import Scene
@@ -81,7 +82,7 @@ class Scratch:
         return load_config(self.config_path)
 
     def tmux(self, host: Host, *args: str) -> CommandResult:
-        return host.run([*self.env_prefix, "tmux", "-L", self.socket, "-f", "/dev/null", *args],
+        return host.run([*self.env_prefix, *tmux_argv(self.socket), "-f", "/dev/null", *args],
                         timeout=15)
 
     def start_old(self, host: Host, timeout: float = 30.0) -> int | None:

@@ -18,7 +18,7 @@ from runtime.config import config_from_mapping
 from runtime.doors.base import open_door
 from runtime.doors.kind import DoorKind
 from runtime.doors.systemd import SystemdDoor
-from runtime.doors.tmux import TmuxDoor
+from runtime.doors.tmux import TmuxDoor, tmux_argv
 from runtime.errors import ConfigError, IdentityConflictError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,3 +188,8 @@ def test_a_systemd_door_reads_and_answers_claude_through_its_terminal() -> None:
     assert door.confirm() is True and pane.pressed == 1
     assert SystemdDoor("claude.service", Path("/p"), terminal=Pane(None)).process_pid("1") is None
 
+
+def test_tmux_argv_addresses_a_socket_path_before_a_socket_name() -> None:
+    assert tmux_argv() == ["tmux"]
+    assert tmux_argv("tl") == ["tmux", "-L", "tl"]
+    assert tmux_argv("tl", "/tmp/tmux-1000/tl") == ["tmux", "-S", "/tmp/tmux-1000/tl"]
