@@ -37,6 +37,7 @@ from provision.manifest import (
 from provision.profile import Profile
 from provision.result import Context
 from provision.resume import resume_argv
+from runtime.doors.kind import DoorKind
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def _launch_findings(host: Host, recorded: Recorded, launch: Launch) -> list[Fin
 def _pane_dead(host: Host, profile: Profile) -> Finding | None:
     """The tmux pane still exists but its process exited (``remain-on-exit`` kept it)."""
     target = profile.door.tmux_target
-    if profile.door.kind != "tmux" or not target:
+    if profile.door.kind is not DoorKind.TMUX or not target:
         return None
     try:
         shown = host.run([*tmux_base(host, profile), "display-message",

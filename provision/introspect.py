@@ -18,6 +18,8 @@ from provision import facts as F
 from provision.errors import HostError, IntrospectError, ResumeError
 from provision.host import Host
 from provision.profile import Profile
+from runtime.doors.kind import DoorKind
+from runtime.doors.tmux import tmux_argv
 
 TL_LAUNCH = "tl-launch"
 OWN_DROP_IN = "threadline-launch.conf"  # provision/tasks/files.py writes it
@@ -36,7 +38,7 @@ class LiveProcess:
 class Launch:
     """The launch command found on the host, with its provenance and evidence."""
 
-    door: str
+    door: DoorKind
     source: str
     argv: tuple[str, ...]
     workdir: str | None
@@ -110,12 +112,13 @@ def channel_flags(argv: tuple[str, ...]) -> tuple[str, ...]:
 
 def introspect(host: Host, profile: Profile) -> Launch:
     """The Launch for the profile's door; IntrospectError on ambiguity or disagreement."""
-    kind = profile.door.kind
-    if kind == "tmux":
-        return _tmux(host, profile)
-    if kind == "systemd":
-        return _systemd(host, profile)
-    return _runner(host, profile)
+    match profile.door.kind:
+        case DoorKind.TMUX:
+            return _tmux(host, profile)
+        case DoorKind.SYSTEMD:
+            return _systemd(host, profile)
+        case DoorKind.POINTER:
+            return _runner(host, profile)
 
 
 def find_claude(host: Host, root_pid: int, binary: str | None = None) -> LiveProcess | None:
@@ -149,9 +152,9 @@ def tmux_base(host: Host, profile: Profile) -> list[str]:
         _SAME_USER[key] = _other_uid(host, profile.claude.user)
     uid = _SAME_USER[key]
     if uid is None:
-        return ["tmux", "-L", sock] if sock else ["tmux"]
+        return tmux_argv(sock or "")
     folder = os.environ.get("TMUX_TMPDIR") or "/tmp"
-    return ["tmux", "-S", f"{folder.rstrip('/')}/tmux-{uid}/{sock or 'default'}"]
+    return tmux_argv(socket_path=f"{folder.rstrip('/')}/tmux-{uid}/{sock or 'default'}")
 
 
 def _other_uid(host: Host, user: str) -> int | None:

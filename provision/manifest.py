@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.actions import Action, Task, WriteFile
 from provision.errors import HostError, ManifestError
+from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -58,7 +59,7 @@ class UnitTopology:
 def tmux_wiring(host: Host, profile: Profile) -> TmuxWiring | None:
     """The pane's respawn wiring now; None when not a tmux door or tmux cannot be asked."""
     target = profile.door.tmux_target
-    if profile.door.kind != "tmux" or not target:
+    if profile.door.kind is not DoorKind.TMUX or not target:
         return None
     from provision.introspect import tmux_base
 
@@ -84,7 +85,7 @@ def unit_topology(launch: Launch) -> UnitTopology | None:
     minus our own tl-launch drop-in; None for a launch not read from a unit."""
     from provision.introspect import OWN_DROP_IN
 
-    if launch.door != "systemd" or not launch.unit_files:
+    if launch.door is not DoorKind.SYSTEMD or not launch.unit_files:
         return None
     files = [f for f in launch.unit_files if not f.endswith("/" + OWN_DROP_IN)]
     env = tuple(sorted((key, value_digest(value)) for key, value in launch.env))

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from provision.errors import ProfileError
+from runtime.doors.kind import DoorKind
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class ClaudeSpec:
 
 @dataclass(frozen=True)
 class DoorSpec:
-    kind: str
+    kind: DoorKind
     tmux_target: str | None = None
     tmux_socket_name: str | None = None
     tmux_unit: str | None = None
@@ -240,7 +241,7 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
         prefer=data.get("prefer"),
         claude=ClaudeSpec(**data["claude"]),
         door=DoorSpec(
-            kind=door["kind"], tmux_target=tmux.get("target"),
+            kind=DoorKind(door["kind"]), tmux_target=tmux.get("target"),
             tmux_socket_name=tmux.get("socket_name") or None, tmux_unit=tmux.get("unit"),
             systemd_unit=systemd.get("unit"), systemd_pointer_path=systemd.get("pointer_path"),
             pointer_path=pointer.get("path"), pointer_runner=pointer.get("runner"),

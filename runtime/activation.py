@@ -51,7 +51,7 @@ class Look:
 def activate(door: Door, want: health.Expectation, config_dir: Path | None, stable: float,
              timeout: float) -> health.HealthReport:
     """Judge the freshly switched claude on positive evidence held ``stable`` seconds."""
-    if door.name == "pointer":
+    if not door.name.runs_process:
         return health.check(door, want)  # a file and a pointer: nothing to wait for
     started = time.monotonic()
     first: str | None = None

@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from runtime.doors.kind import DoorKind
 from runtime.errors import ConfigError
 
 ENV_VAR = "THREADLINE_CONFIG"
@@ -110,7 +111,7 @@ class PointerConfig:
 class SwitchConfig:
     """SPEC §4 knobs: how the running claude is switched and checked."""
 
-    door: str = "tmux"
+    door: DoorKind = DoorKind.TMUX
     resume_argv: tuple[str, ...] = ()
     launch_argv: tuple[str, ...] = ()
     channel_flags: tuple[str, ...] = ()
@@ -198,6 +199,8 @@ def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Con
                 "environment"):
         if key in switch:
             switch[key] = tuple(switch[key])
+    if "door" in switch:
+        switch["door"] = DoorKind(switch["door"])  # the schema has refused any other value
     switch["tmux"] = TmuxConfig(**switch.get("tmux", {}))
     switch["systemd"] = SystemdConfig(**switch.get("systemd", {}))
     switch["pointer"] = PointerConfig(**switch.get("pointer", {}))

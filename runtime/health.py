@@ -60,7 +60,7 @@ class HealthReport:
 
 def check(door: Door, want: Expectation) -> HealthReport:
     """Watch the door for ``want.window`` seconds and judge the new process."""
-    if door.name == "pointer":
+    if not door.name.runs_process:
         return _check_pointer(door, want)
     deadline = time.monotonic() + want.window
     first: str | None = None

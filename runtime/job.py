@@ -18,6 +18,7 @@ from runtime import health, proc
 from runtime import identity as ident
 from runtime.config import Config
 from runtime.doors.base import Door
+from runtime.doors.kind import DoorKind
 from runtime.paths import is_session_file
 from runtime.state import State
 from runtime.store import Operation, Store, now_iso
@@ -118,7 +119,7 @@ class Job:
         as absent, like the launch had it.
         """
         names = self.config.switch.environment
-        if not names or self.door.name == "pointer":  # a runner loop keeps its own environment
+        if not names or not self.door.name.carries_environment:
             return {}
         carry = carried_environment(names, pid)
         if carry is None:
@@ -208,12 +209,12 @@ def environment_digests(carry: dict[str, str]) -> dict[str, str]:
     return {name: ident.value_digest(value) for name, value in sorted(carry.items())}
 
 
-def with_environment(door: str, carry: dict[str, str],
+def with_environment(door: DoorKind, carry: dict[str, str],
                      argv: tuple[str, ...]) -> tuple[str, ...]:
     """The argv a door starts: the tmux door respawns through a shell without the launch's
     inline assignments, so they go in front (``env NAME=VALUE … claude``); a systemd unit and a
     runner loop start claude in their own environment already."""
-    if door != "tmux" or not carry:
+    if not door.environment_in_argv or not carry:
         return argv
     return (ENV_PROGRAM, *(f"{k}={v}" for k, v in sorted(carry.items())), *argv)
 

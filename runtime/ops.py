@@ -282,7 +282,7 @@ def doctor(config: Config) -> dict[str, Any]:
     add("state_dir", config.state_dir is not None and _can_be_folder(config.state_dir),
         str(config.state_dir))
     sw = config.switch
-    if sw.door == "tmux":
+    if sw.door.worker_builds_argv:
         add("resume_argv", any("{session_id}" in t for t in sw.resume_argv), list(sw.resume_argv))
         flags = ident.channel_flags(sw.channel_flags)
         have = ident.channel_flags(sw.resume_argv)

@@ -23,6 +23,7 @@ from typing import Any
 
 from runtime import activation, proc, restart
 from runtime import identity as ident
+from runtime.doors.kind import DoorKind
 from runtime.errors import DoorError, IdentityConflictError, StoreError, ThreadlineError
 from runtime.items import sha256_text
 from runtime.job import (
@@ -101,7 +102,7 @@ class Rebuild(Job):
         """Watch the activated claude for ``healthcheck_seconds``; when it dies or loses a
         channel server, resume the old session (activated → rollback_scheduled → rolled_back)."""
         pid = judged.get("pid")
-        if self.door.name == "pointer" or not isinstance(pid, int):
+        if not self.door.name.runs_process or not isinstance(pid, int):
             self.note("watch_ended", {"outcome": "none", "reason": "no process to watch"},
                       facts={"watch_ended_at": now_iso()})
             return
@@ -147,7 +148,7 @@ class Rebuild(Job):
 
     def _check_escape(self) -> None:
         unit = self.config.switch.systemd.unit
-        if self.config.switch.door == "systemd" and unit:
+        if self.config.switch.door is DoorKind.SYSTEMD and unit:
             from runtime.doors.systemd import parse_proc_cgroup
 
             inside = parse_proc_cgroup(Path("/proc/self/cgroup").read_text()).service
@@ -159,7 +160,7 @@ class Rebuild(Job):
         cfg = self.config
         missing = [k for k, v in (("project_dir", cfg.project_dir), ("workdir", cfg.workdir))
                    if v is None]
-        if cfg.switch.door == "tmux" and not any("{session_id}" in t
+        if cfg.switch.door.worker_builds_argv and not any("{session_id}" in t
                                                  for t in cfg.switch.resume_argv):
             missing.append("switch.resume_argv (with {session_id})")
         if missing:
@@ -233,7 +234,7 @@ class Rebuild(Job):
         except IdentityConflictError as exc:
             raise Abort("session_conflict", str(exc)) from exc
         old_id = self.op.fact("old_session_id")
-        if self.door.name == "pointer" and identity != old_id:
+        if self.door.name.identity_is_session and identity != old_id:
             raise Abort("session_conflict",
                         f"pointer names session {identity!r}, not the stopping {old_id!r}")
         pid = self.door.process_pid(identity)

@@ -221,7 +221,7 @@ def _running_session(config: Config, op: Operation) -> tuple[str | None, str | N
         identity = door.identity()
     except (IdentityConflictError, ThreadlineError):
         return None, None
-    if door.name == "pointer":
+    if door.name.identity_is_session:
         return identity, identity
     pid = door.process_pid(identity)
     argv = ident.cmdline(pid) if pid else None

@@ -28,6 +28,7 @@ from pathlib import Path
 from runtime import activation, health
 from runtime import identity as ident
 from runtime.doors.base import Door
+from runtime.doors.kind import DoorKind
 
 STABLE = 0.5  # the defaults of switch.activation_stable_seconds / activation_timeout_seconds
 TIMEOUT = 20.0
@@ -60,7 +61,7 @@ def ready(door: Door, want: health.Expectation, config_dir: Path | None,
     and then exits, or a claude that dies soon after, is still caught. The report's evidence
     holds ``gone`` when the new process died or said "No conversation found"."""
     report = activation.activate(door, want, config_dir, stable, timeout)
-    if not report.ok or door.name == "pointer":
+    if not report.ok or not door.name.runs_process:
         return report
     pid, identity = report.evidence.get("pid"), report.evidence.get("identity")
     if not isinstance(pid, int) or not isinstance(identity, str):
@@ -108,14 +109,14 @@ def run_restart(args: argparse.Namespace) -> int:
     old_argv = (ident.cmdline(pid) or ()) if pid else ()
     flags = tuple(dict.fromkeys([*ident.channel_flags(old_argv),
                                  *ident.channel_flags(sw.channel_flags)]))
-    if door.name == "systemd" and not door.screen() and any(
+    if door.name is DoorKind.SYSTEMD and not door.screen() and any(
             f.startswith(health.DEV_FLAG) for f in flags):
         raise DoorError(
             f"claude in unit {sw.systemd.unit!r} starts with {health.DEV_FLAG} and would wait "
             f"at its warning after a restart: the systemd door has no terminal to answer it "
             f"(run claude in tmux inside the unit and set switch.tmux.target; HANDOFF §7)")
     carry: dict[str, str] = {}
-    if sw.environment and door.name != "pointer":
+    if sw.environment and door.name.carries_environment:
         found = carried_environment(sw.environment, pid)
         if found is None:
             raise DoorError(f"cannot read the environment of claude pid {pid} to carry "

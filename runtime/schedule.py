@@ -28,6 +28,7 @@ from runtime import identity as ident
 from runtime import proc
 from runtime.config import Config
 from runtime.doors.base import open_door
+from runtime.doors.kind import DoorKind
 from runtime.doors.systemd import escape_prefix
 from runtime.errors import StoreError, ThreadlineError
 from runtime.recover import expire_if_stale, reconcile_if_lost
@@ -41,7 +42,7 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
         return None
     store = Store(config.state_dir)
     session_id = str(payload.get("session_id") or "")
-    if config.switch.door == "pointer":
+    if config.switch.door is DoorKind.POINTER:
         if from_claude(payload):
             _defer_to_runner(config, store, payload, session_id)
             return None
@@ -102,7 +103,7 @@ def _other_companion(config: Config) -> str:
     door comes from another companion: its Stop must never schedule this one's operation.
     Run by hand, by a runner, or where the door's process is unknown, nothing is refused.
     """
-    if config.switch.door == "pointer" or config.project_dir is None:
+    if not config.switch.door.runs_process or config.project_dir is None:
         return ""
     claude_dir = config.project_dir.parent.parent
     chain = _ancestors(os.getpid())

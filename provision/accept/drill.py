@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.accept.process import claude_argv
 from provision.accept.scratch import Scratch, prepare_scratch, processes_of
+from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
     from provision.accept.checklist import Checklist, Scene
@@ -73,14 +74,13 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
     if scene.config is None or scene.manifest is None:
         out.add("drill scratch ready", False, "needs the manifest and the runtime config")
         return
-    own = scene.config.switch.door
-    door = own if own in ("pointer", "systemd") else "tmux"
-    if own == "systemd":  # said, never implied
+    door = own = scene.config.switch.door
+    if own is DoorKind.SYSTEMD:  # said, never implied
         from provision.accept.unit import ESCAPE_NOT_DRILLED, shape_problem
 
         problem = shape_problem(scene)
         if problem:
-            door = "tmux"
+            door = DoorKind.TMUX
             out.add("drill systemd door", None, problem)
         else:
             out.add("drill worker escape", None, ESCAPE_NOT_DRILLED)
@@ -92,10 +92,10 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
                     {**scratch.evidence(), "door": door, "deployment_door": own})
         if scratch is not None:
             with out.guard("drill error"):
-                (_rebuild_pointer if door == "pointer" else _rebuild)(scene, scratch, out)
+                (_rebuild_pointer if door is DoorKind.POINTER else _rebuild)(scene, scratch, out)
             named = {line.name for line in out.lines}
-            wanted = {"pointer": REQUIRED_POINTER, "systemd": REQUIRED_SYSTEMD}.get(door,
-                                                                                  REQUIRED)
+            wanted = {DoorKind.POINTER: REQUIRED_POINTER,
+                      DoorKind.SYSTEMD: REQUIRED_SYSTEMD}.get(door, REQUIRED)
             for name in wanted:
                 if name not in named:
                     out.add(name, False, "not reached: an earlier drill line failed")

@@ -40,7 +40,7 @@ def claude_pid(config: Config, binary: str) -> int | None:
         pid = door.process_pid(door.identity())
     except Exception:  # noqa: BLE001 - no live process is a fact, reported by the caller
         return None
-    if pid is None or door.name == "pointer":
+    if pid is None or not door.name.runs_process:
         return None
     for candidate in (pid, *descendants(pid)):
         if trim_to_binary(cmdline(candidate) or (), binary) is not None:

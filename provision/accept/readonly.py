@@ -77,10 +77,10 @@ def _door_alive(scene: Scene, out: Checklist) -> None:
     door = open_door(scene.config)
     identity = door.identity()
     pid = door.process_pid(identity)
-    if door.name == "pointer":
+    if door.name.identity_is_session:
         project = scene.config.project_dir
         found = bool(project and (project / f"{identity}.jsonl").is_file())
-        out.add("door target alive", found, {"door": "pointer", "session": identity})
+        out.add("door target alive", found, {"door": door.name, "session": identity})
         return
     argv = cmdline(pid) if pid else None
     out.add("door target alive", bool(pid and alive(pid)),

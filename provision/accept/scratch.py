@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from provision.errors import AcceptError
+from runtime.doors.kind import DoorKind
+from runtime.doors.tmux import tmux_argv
 
 if TYPE_CHECKING:
     from provision.accept.checklist import Scene
@@ -60,7 +62,7 @@ class Scratch:
     dropped_servers: tuple[str, ...]
     standins: tuple[str, ...] = ()
     no_standin: tuple[tuple[str, str], ...] = ()
-    door: str = "tmux"
+    door: DoorKind = DoorKind.TMUX
     unit: str = ""
 
     @property
@@ -81,7 +83,7 @@ class Scratch:
         return load_config(self.config_path)
 
     def tmux(self, host: Host, *args: str) -> Result:
-        return host.run([*self.env_prefix, "tmux", "-L", self.socket, "-f", "/dev/null", *args],
+        return host.run([*self.env_prefix, *tmux_argv(self.socket), "-f", "/dev/null", *args],
                         timeout=15)
 
     def start_old(self, host: Host, timeout: float = 30.0) -> int | None:
@@ -187,7 +189,7 @@ class Scratch:
         host.run(["rm", "-rf", "--", self.root], timeout=60)
 
 
-def prepare_scratch(scene: Scene, tag: str, door: str = "tmux") -> Scratch:
+def prepare_scratch(scene: Scene, tag: str, door: DoorKind = DoorKind.TMUX) -> Scratch:
     """Create the scratch folders and files for the newest session of the real project.
 
     ``door``: ``tmux`` (a private tmux server), ``pointer`` (a scratch pointer file naming
@@ -217,17 +219,17 @@ def prepare_scratch(scene: Scene, tag: str, door: str = "tmux") -> Scratch:
     config_path = f"{root}/threadline.toml"
     host.write_file(config_path, _scratch_config(scene, project, work, state, tag, door,
                                                  f"{root}/pointer"), mode=0o600, backup=False)
-    if door in ("pointer", "systemd"):
+    if door.has_pointer_file:
         host.write_file(f"{root}/pointer", f"{source.stem}\n".encode(), mode=0o600,
                         backup=False)
     prefix = scene.claude_env_prefix(home, config_dir)
-    if door == "systemd":
+    if door is DoorKind.SYSTEMD:
         at = prefix.index("env") + 1
         prefix[at:at] = ["-u", "TMUX_TMPDIR"]
     return Scratch(root, home, config_dir, work, state, config_path, transcript, source.stem,
                    f"tl-drill-{tag}", tuple(prefix), dropped, standins,
                    tuple(sorted(missing.items())), door,
-                   f"tl-drill-{tag}.service" if door == "systemd" else "")
+                   f"tl-drill-{tag}.service" if door is DoorKind.SYSTEMD else "")
 
 
 def _json_of(host: Host, path: str) -> dict[str, Any]:
@@ -329,19 +331,19 @@ def _plugin_standins(scene: Scene, plugins: list[str], claude_dir: str, market: 
 
 
 def _scratch_config(scene: Scene, project: str, work: str, state: str, tag: str,
-                    door: str = "tmux", pointer: str = "") -> bytes:
+                    door: DoorKind = DoorKind.TMUX, pointer: str = "") -> bytes:
     raw = scene.host.read_bytes(scene.profile.install.config_path) or b""
     data = tomllib.loads(raw.decode("utf-8"))
     data.update(project_dir=project, workdir=work, state_dir=state)
     switch = data.setdefault("switch", {})
     # The deployment's expected channel servers stay: the scratch has stand-ins of them.
-    switch.update(door=door, worker_log=f"{state}/worker.log",
+    switch.update(door=door.value, worker_log=f"{state}/worker.log",
                   tmux={"target": TARGET, "socket_name": f"tl-drill-{tag}"})
     switch.pop("systemd", None)
     switch.pop("pointer", None)
-    if door == "pointer":
+    if door is DoorKind.POINTER:
         switch["pointer"] = {"path": pointer}
-    if door == "systemd":  # no sudo_user: the drill runs as root (unit.shape_problem)
+    if door is DoorKind.SYSTEMD:  # no sudo_user: the drill runs as root (unit.shape_problem)
         switch["systemd"] = {"unit": f"tl-drill-{tag}.service", "pointer_path": pointer}
     return dump_toml(data).encode()
 

@@ -21,6 +21,8 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from runtime.doors.tmux import tmux_argv
+
 if TYPE_CHECKING:
     from provision.accept.checklist import Scene
     from provision.host import Host
@@ -65,7 +67,7 @@ class ScratchUnit:
         setenv = [f"--setenv={key}={value}" for key, value in env.items()]
         return host.run(["systemd-run", f"--unit={self.name}", "--collect", "-p",
                          "Type=forking", "-p", f"WorkingDirectory={work}", *setenv, "--",
-                         "tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s",
+                         *tmux_argv(socket), "-f", "/dev/null", "new-session", "-d", "-s",
                          session, "-x", "200", "-y", "50", "-c", work, inner], timeout=60)
 
     def main_pid(self, host: Host) -> int | None:

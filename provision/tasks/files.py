@@ -26,6 +26,7 @@ from provision.render import (
     validate_runner,
 )
 from provision.resume import SESSION_TOKEN
+from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -45,7 +46,7 @@ def project_dir(profile: Profile, workdir: str) -> str:
 def pointer_path(profile: Profile) -> str:
     """The pointer file of the systemd / pointer door (default: state_dir/pointer)."""
     door = profile.door
-    chosen = door.systemd_pointer_path if door.kind == "systemd" else door.pointer_path
+    chosen = door.systemd_pointer_path if door.kind is DoorKind.SYSTEMD else door.pointer_path
     return chosen or f"{profile.install.state_dir.rstrip('/')}/pointer"
 
 
@@ -157,7 +158,7 @@ class Directories(Task):
         state = profile.install.state_dir
         wanted = {state: (0o700, True)}
         wanted.setdefault(os.path.dirname(profile.install.config_path), (0o755, False))
-        if profile.door.kind in ("systemd", "pointer"):
+        if profile.door.kind.has_pointer_file:
             wanted.setdefault(os.path.dirname(pointer_path(profile)), (0o700, True))
         owners = Owners(claude_owner(host, profile), user_ids(host, None, profile.host))
         owner = owners.claude
@@ -325,10 +326,10 @@ def config_context(ctx: Context) -> dict[str, Any]:
         "environment": list(environment_names(launch, profile.claude.config_dir)),
         "tmux_target": door.tmux_target or "", "tmux_socket_name": door.tmux_socket_name or "",
         "systemd_unit": door.systemd_unit or "",
-        "systemd_pointer_path": pointer_path(profile) if door.kind == "systemd" else "",
-        "systemd_sudo_user": profile.claude.user if door.kind == "systemd" and (
+        "systemd_pointer_path": pointer_path(profile) if door.kind is DoorKind.SYSTEMD else "",
+        "systemd_sudo_user": profile.claude.user if door.kind is DoorKind.SYSTEMD and (
             owners := owner_of(ctx)) is not None and owners.claude[0] != 0 else "",
-        "pointer_path": pointer_path(profile) if door.kind == "pointer" else "",
+        "pointer_path": pointer_path(profile) if door.kind is DoorKind.POINTER else "",
     }
 
 
@@ -338,7 +339,7 @@ class LaunchDropIn(RenderedFile):
     name = "LaunchDropIn"
 
     def skip_reason(self, ctx: Context) -> str | None:
-        if ctx.profile.door.kind != "systemd":
+        if ctx.profile.door.kind is not DoorKind.SYSTEMD:
             return f"door is {ctx.profile.door.kind}, not systemd"
         if ctx.launch is not None and ctx.launch.in_tmux:
             return "the unit already starts claude through tl-launch inside tmux"
@@ -372,7 +373,7 @@ class RunnerWrapper(RenderedFile):
     mode = 0o755
 
     def skip_reason(self, ctx: Context) -> str | None:
-        if ctx.profile.door.kind != "pointer":
+        if ctx.profile.door.kind is not DoorKind.POINTER:
             return f"door is {ctx.profile.door.kind}, not pointer"
         return ctx.missing_argv()
 

@@ -19,6 +19,7 @@ from provision.introspect import Launch, introspect
 from provision.restart import RestartReady, live_session
 from provision.resume import SESSION_TOKEN, resume_argv, token_table
 from provision.tasks.files import find_console_script, owner_of
+from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -40,10 +41,9 @@ class HostFacts(Task):
 
     def facts(self, host: Host, ctx: Context) -> ToolFacts:
         kind = ctx.profile.door.kind
-        probes = {"tmux": ["tmux", "-V"], "systemd": ["systemctl", "--version"]}
-        needed = [probes[kind]] if kind in probes else []
-        if kind == "tmux" and ctx.profile.door.tmux_unit:
-            needed.append(probes["systemd"])
+        needed = [list(kind.tool_probe)] if kind.tool_probe else []
+        if kind is DoorKind.TMUX and ctx.profile.door.tmux_unit:
+            needed.append(list(DoorKind.SYSTEMD.tool_probe))
         found = []
         user = ctx.profile.claude.user
         if not host.run(["id", "-u", user], timeout=10).ok:
@@ -179,7 +179,7 @@ class RestartClaude(Task):
 
     def facts(self, host: Host, ctx: Context) -> RestartFacts:
         assert ctx.launch is not None
-        if ctx.profile.door.kind == "pointer":
+        if not ctx.profile.door.kind.restarts_claude:
             return RestartFacts(ctx.launch, None)
         live = ctx.launch.live
         if live is None:
@@ -190,14 +190,14 @@ class RestartClaude(Task):
 
     def plan(self, facts: RestartFacts, ctx: Context) -> list[Action]:
         door = ctx.profile.door
-        if door.kind not in ("tmux", "systemd") or facts.session_id is None:
+        if not door.kind.restarts_claude or facts.session_id is None:
             return []
         template = ctx.resume_argv or resume_argv(facts.launch.argv)
         argv = tuple(token.replace(SESSION_TOKEN, facts.session_id) for token in template)
-        where = (f"tmux pane {door.tmux_target}" if door.kind == "tmux"
+        where = (f"tmux pane {door.tmux_target}" if door.kind is DoorKind.TMUX
                  else f"unit {door.systemd_unit}")
         owners = owner_of(ctx)
-        as_user = (ctx.profile.claude.user if door.kind == "tmux" and owners is not None
+        as_user = (ctx.profile.claude.user if door.kind is DoorKind.TMUX and owners is not None
                    and owners.claude != owners.writer else None)
         return [RestartReady(facts.tl_rebuild, ctx.profile.install.config_path,
                              facts.session_id, argv, as_user=as_user,

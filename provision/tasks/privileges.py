@@ -30,6 +30,7 @@ from provision.actions import Action, RunCommand, Task, WriteFile
 from provision.errors import FactError
 from provision.render import MANAGED_MARK
 from provision.tasks.files import find_console_script, owner_of
+from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -107,7 +108,7 @@ class DoorPrivileges(Task):
     name = "DoorPrivileges"
 
     def skip_reason(self, ctx: Context) -> str | None:
-        if ctx.profile.door.kind != "systemd":
+        if ctx.profile.door.kind is not DoorKind.SYSTEMD:
             return f"door is {ctx.profile.door.kind}: no privileged command"
         owners = owner_of(ctx)
         if owners is None:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from runtime.errors import ConfigError, DoorError
+from runtime.doors.kind import DoorKind
+from runtime.errors import ConfigError
 
 if TYPE_CHECKING:
     from runtime.config import Config
@@ -30,8 +31,8 @@ class Door(Protocol):
     """What the worker needs from a door."""
 
     @property
-    def name(self) -> str:
-        """``tmux`` | ``systemd`` | ``pointer``."""
+    def name(self) -> DoorKind:
+        """Which door this is; what the kind means elsewhere is a property of DoorKind."""
         ...
 
     def identity(self) -> str:
@@ -61,65 +62,17 @@ class Door(Protocol):
 
 def open_door(config: Config) -> Door:
     """The door named by ``switch.door``, built from the config."""
-    name = config.switch.door
-    if name == "tmux":
-        from runtime.doors.tmux import TmuxDoor
-
-        return TmuxDoor.from_config(config)
-    if name == "pointer":
-        from runtime.doors.pointer import PointerDoor
-
-        return PointerDoor.from_config(config)
-    if name == "systemd":
-        from runtime.doors.systemd import SystemdDoor
-
-        terminal = None
-        if config.switch.tmux.target:
+    match config.switch.door:
+        case DoorKind.TMUX:
             from runtime.doors.tmux import TmuxDoor
 
-            terminal = TmuxDoor.from_config(config)
-        return SystemdAdapter(SystemdDoor.from_config(config), terminal)
-    raise ConfigError(f"switch.door: unknown door {name!r}")
+            return TmuxDoor.from_config(config)
+        case DoorKind.POINTER:
+            from runtime.doors.pointer import PointerDoor
 
+            return PointerDoor.from_config(config)
+        case DoorKind.SYSTEMD:
+            from runtime.doors.systemd import SystemdDoor
 
-class SystemdAdapter:
-    """The systemd door seen through this protocol.
-
-    Claude is a TUI: started as a unit's bare ExecStart it gets no terminal and 2.1.328 exits
-    at once ("Input must be provided either through stdin or as a prompt argument when using
-    --print"). A unit therefore runs claude inside a terminal, normally tmux (``Type=forking``,
-    ``tmux new-session -d … 'tl-launch --pointer P -- claude …'``). When ``switch.tmux.target``
-    names that pane, it is the door's terminal: the claude pid is the pane's pid, the screen
-    is the pane's text and ``confirm`` presses Enter there (the development-channels warning
-    after every restart). Without it, MainPID is the claude pid and nothing can be answered.
-    """
-
-    name = "systemd"
-
-    def __init__(self, door: Any, terminal: Any = None) -> None:
-        self.door = door
-        self.terminal = terminal
-
-    def identity(self) -> str:
-        return str(self.door.identity())
-
-    def process_pid(self, identity: str) -> int | None:
-        if self.terminal is None:
-            return int(identity) if identity.isdigit() else None
-        try:
-            return self.terminal.process_pid(self.terminal.identity())  # type: ignore[no-any-return]
-        except DoorError:
-            return None
-
-    def screen(self) -> str:
-        return str(self.terminal.screen()) if self.terminal is not None else ""
-
-    def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
-        del resume_argv, workdir  # tl-launch builds the argv and the unit sets the cwd
-        self.door.switch(session_id)
-
-    def confirm(self) -> bool:
-        return bool(self.terminal.confirm()) if self.terminal is not None else False
-
-    def settle(self) -> None:
-        """Nothing to give back: a unit restart borrows no setting."""
+            return SystemdDoor.from_config(config)
+    raise ConfigError(f"switch.door: unknown door {config.switch.door!r}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime import proc
+from runtime.doors.kind import DoorKind
 from runtime.errors import ConfigError, IdentityConflictError
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class PointerDoor:
     """A pointer file that a runner loop reads before each call."""
 
     path: Path
-    name: str = "pointer"
+    name: DoorKind = DoorKind.POINTER
 
     @classmethod
     def from_config(cls, config: Config) -> PointerDoor:

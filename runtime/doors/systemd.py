@@ -12,16 +12,24 @@ service, returns the ``systemd-run --scope -p KillMode=process --unit=tl-worker-
 that moves the worker into a scope of its own; when that is impossible it returns the reason,
 and the caller fails the operation instead of spawning a worker that would kill itself.
 
-Import-light on purpose (stdlib only at import): the Stop hook calls ``escape_prefix``.
+Import-light on purpose (stdlib and ``runtime.doors.kind`` only at import): the Stop hook
+calls ``escape_prefix``.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from runtime.doors.kind import DoorKind
+
+if TYPE_CHECKING:
+    from runtime.config import Config
+    from runtime.doors.base import Door
 
 UNIT_CHARS = re.compile(r"[^A-Za-z0-9:_.\\-]")
 SCOPE_CHARS = re.compile(r"[^A-Za-z0-9:_\\-]")  # no dot: a dot would end the name's prefix
@@ -150,17 +158,29 @@ def parse_main_pid(text: str) -> int | None:
 
 @dataclass(frozen=True)
 class SystemdDoor:
-    """Switches a claude that runs as systemd unit ``unit`` through ``tl-launch``'s pointer."""
+    """Switches a claude that runs as systemd unit ``unit`` through ``tl-launch``'s pointer.
+
+    Claude is a TUI: started as a unit's bare ExecStart it gets no terminal and 2.1.328 exits
+    at once ("Input must be provided either through stdin or as a prompt argument when using
+    --print"). A unit therefore runs claude inside a terminal, normally tmux (``Type=forking``,
+    ``tmux new-session -d … 'tl-launch --pointer P -- claude …'``). When ``switch.tmux.target``
+    names that pane, it is the door's ``terminal``: the claude pid is the pane's pid, the
+    screen is the pane's text and ``confirm`` presses Enter there (the development-channels
+    warning after every restart). Without it, MainPID is the claude pid and nothing can be
+    answered.
+    """
 
     unit: str
     pointer_path: Path
     systemctl: tuple[str, ...] = ("systemctl",)
     timeout: float = 90.0
+    terminal: Door | None = None
+    name: DoorKind = DoorKind.SYSTEMD
     # the identity read, exactly as the sudoers rule of tl-provision allows it
     MAIN_PID = ("show", "-p", "MainPID", "--value")
 
     @classmethod
-    def from_config(cls, config: Any) -> SystemdDoor:
+    def from_config(cls, config: Config) -> SystemdDoor:
         """The door of ``config.switch.systemd``; a missing unit or pointer is a ConfigError."""
         from runtime.errors import ConfigError
 
@@ -170,8 +190,13 @@ class SystemdDoor:
         if not section.pointer_path:
             raise ConfigError("switch.systemd.pointer_path: required for door 'systemd'")
         systemctl = ("sudo", "-n", "systemctl") if section.sudo_user else ("systemctl",)
+        terminal = None
+        if config.switch.tmux.target:
+            from runtime.doors.tmux import TmuxDoor
+
+            terminal = TmuxDoor.from_config(config)
         return cls(unit=section.unit, pointer_path=Path(section.pointer_path),
-                   systemctl=systemctl)
+                   systemctl=systemctl, terminal=terminal)
 
     def main_pid(self) -> int | None:
         """The unit's MainPID, or None when it is 0, empty or cannot be read."""
@@ -196,18 +221,45 @@ class SystemdDoor:
             )
         return str(pid)
 
+    def process_pid(self, identity: str) -> int | None:
+        """The claude pid: the terminal pane's, else the unit's MainPID (``identity``)."""
+        from runtime.errors import DoorError
+
+        if self.terminal is None:
+            return int(identity) if identity.isdigit() else None
+        try:
+            return self.terminal.process_pid(self.terminal.identity())
+        except DoorError:
+            return None
+
+    def screen(self) -> str:
+        """The terminal pane's text; "" without a terminal."""
+        return self.terminal.screen() if self.terminal is not None else ""
+
+    def confirm(self) -> bool:
+        """Press Enter in the terminal pane; False without a terminal."""
+        return self.terminal.confirm() if self.terminal is not None else False
+
+    def settle(self) -> None:
+        """Nothing to give back: a unit restart borrows no setting."""
+
     def current_session(self) -> str | None:
         """The session id the pointer names now (what the next start resumes), or None."""
         from runtime.doors.pointer import pointed_session
 
         return pointed_session(self.pointer_path)
 
-    def switch(self, session_id: str) -> None:
-        """Point tl-launch at ``session_id`` (atomic write), then restart the unit."""
+    def switch(self, session_id: str, resume_argv: Sequence[str] = (),
+               workdir: Path | None = None) -> None:
+        """Point tl-launch at ``session_id`` (atomic write), then restart the unit.
+
+        ``resume_argv`` and ``workdir`` are unused: tl-launch builds the argv and the unit
+        sets the cwd."""
         from runtime import proc
         from runtime.doors.pointer import write_pointer
         from runtime.errors import DoorError, ProcError
 
+        del resume_argv, workdir
         write_pointer(self.pointer_path, session_id)
         try:
             done = proc.run([*self.systemctl, "restart", self.unit], timeout=self.timeout)
@@ -219,4 +271,3 @@ class SystemdDoor:
                 f"systemctl restart {self.unit!r} failed (rc={done.rc}): "
                 f"{detail[-1] if detail else 'no output'}"
             )
-

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime import proc
+from runtime.doors.kind import DoorKind
 from runtime.errors import ConfigError, DoorError, IdentityConflictError, ProcError
 
 if TYPE_CHECKING:
@@ -25,6 +26,14 @@ if TYPE_CHECKING:
 
 SAVED_OPTION = "@threadline-remain-on-exit"
 UNSET = ""  # saved value meaning "the pane had no remain-on-exit of its own"
+
+
+def tmux_argv(socket_name: str = "", socket_path: str = "") -> list[str]:
+    """``tmux`` addressing one server: ``-S PATH`` when a socket path is given (another user's
+    server), else ``-L NAME`` when a socket name is, else the default server."""
+    if socket_path:
+        return ["tmux", "-S", socket_path]
+    return ["tmux", "-L", socket_name] if socket_name else ["tmux"]
 
 
 def respawn_command(resume_argv: Sequence[str], workdir: Path | str) -> str:
@@ -38,7 +47,7 @@ class TmuxDoor:
 
     target: str
     socket_name: str = ""
-    name: str = "tmux"
+    name: DoorKind = DoorKind.TMUX
 
     @classmethod
     def from_config(cls, config: Config) -> TmuxDoor:
@@ -48,8 +57,7 @@ class TmuxDoor:
         return cls(target=target, socket_name=config.switch.tmux.socket_name)
 
     def _tmux(self, *args: str) -> proc.Result:
-        base = ["tmux", "-L", self.socket_name] if self.socket_name else ["tmux"]
-        return proc.run([*base, *args], timeout=10)
+        return proc.run([*tmux_argv(self.socket_name), *args], timeout=10)
 
     def identity(self) -> str:
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.doors.kind import DoorKind
 from runtime.doors.pointer import write_pointer
 from runtime.doors.tmux import TmuxDoor
 from runtime.health import Expectation
@@ -205,7 +206,7 @@ class BlindDoor:
 
     def __init__(self, door: TmuxDoor) -> None:
         self.door = door
-        self.name = "systemd"
+        self.name = DoorKind.SYSTEMD
 
     def identity(self) -> str:
         return self.door.identity()
