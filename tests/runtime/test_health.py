@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from runtime import health
+from runtime.agents.claude import channel_flags, resumed_session
 from runtime.errors import IdentityConflictError
-from runtime.identity import channel_flags, cmdline, descendants, parse_stat, resumed_session
+from runtime.identity import cmdline, descendants, parse_stat
 from tests.fixtures.standin_claude import (
     project_dir_for,
     register_server,
