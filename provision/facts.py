@@ -2,7 +2,7 @@
 
 Each parser is tested from real captured outputs (tests/provision/test_facts.py): tmux 3.3a
 ``list-panes -F`` / ``pane_start_command``, systemd 252 ``systemctl cat`` / ``show``, and
-``/proc/PID/cmdline``.
+``/proc/PID/cmdline`` (decoded by ``runtime.agents.decode_cmdline``).
 """
 
 from __future__ import annotations
@@ -229,16 +229,6 @@ def tmux_command_in_argv(argv: tuple[str, ...]) -> ShellCommand | None:
 
 
 # ---------------------------------------------------------------- /proc
-
-def parse_proc_cmdline(data: bytes) -> tuple[str, ...]:
-    """argv from /proc/PID/cmdline bytes (NUL separated, NUL terminated; empty for zombies)."""
-    if not data:
-        return ()
-    parts = data.split(b"\0")
-    if parts and parts[-1] == b"":
-        parts = parts[:-1]
-    return tuple(p.decode("utf-8", "surrogateescape") for p in parts)
-
 
 def strip_interpreter(argv: tuple[str, ...]) -> tuple[str, ...]:
     """``sh /x/claude --a`` / ``node /x/cli.js --a`` → ``/x/claude --a`` (what was exec'd)."""

@@ -6,6 +6,7 @@ import pytest
 
 from provision import facts as F
 from provision.errors import FactError, IntrospectError
+from runtime.agents import decode_cmdline
 
 # tmux 3.3a: list-panes -a -F PANE_FORMAT, pane started as one shell string (captured here)
 PANES_SHELL_STRING = (
@@ -86,11 +87,11 @@ def test_broken_list_panes_line_is_a_fact_error() -> None:
 
 
 def test_proc_cmdline_then_interpreter_stripped() -> None:
-    argv = F.parse_proc_cmdline(PROC_CMDLINE)
+    argv = decode_cmdline(PROC_CMDLINE)
     assert argv[:2] == ("/bin/sh", "/tmp/tlcap/bin/claude")
     assert F.strip_interpreter(argv)[0] == "/tmp/tlcap/bin/claude"
     assert F.strip_interpreter(argv)[1:] == argv[2:]
-    assert F.parse_proc_cmdline(b"") == ()
+    assert decode_cmdline(b"") == ()
 
 
 def test_tmux_new_session_command_inside_a_unit_argv() -> None:
