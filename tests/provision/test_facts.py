@@ -151,6 +151,18 @@ def test_lone_semicolon_separates_commands_and_escaped_one_does_not() -> None:
     assert [c.argv for c in commands] == [("/bin/echo", "a"), ("/bin/echo", "b", ";", "c")]
 
 
+def test_tmux_and_systemd_words_differ_only_in_single_quotes_and_escapes() -> None:
+    text = "'a\\tb' \"c\\td\" e\\ f"
+    assert F.parse_tmux_words(text) == ["a\\tb", "c\td", "e f"]  # tmux: '…' is literal
+    assert F.split_systemd_words(text) == [["a\tb", "c\td", "e f"]]
+    with pytest.raises(FactError, match="unterminated single quote in tmux command"):
+        F.parse_tmux_words("a 'b")
+    with pytest.raises(FactError, match="unterminated double quote in tmux command"):
+        F.parse_tmux_words('a "b\\"')
+    with pytest.raises(IntrospectError, match="unterminated quote in ExecStart"):
+        F.split_systemd_words("a 'b")
+
+
 def test_environment_lines_and_env_substitution_rules() -> None:
     files = F.parse_systemctl_cat(CAT_WITH_DROP_IN)
     env = F.parse_environment(F.effective_values(files, "Environment"))
