@@ -26,7 +26,7 @@ from provision.errors import (
     SettingsError,
 )
 from provision.host import Host
-from provision.introspect import Launch, introspect, same_argv, tmux_base
+from provision.introspect import Launch, introspect, tmux_base
 from provision.manifest import (
     Recorded,
     launch_environment,
@@ -37,6 +37,7 @@ from provision.manifest import (
 from provision.profile import Profile
 from provision.result import Context
 from provision.resume import resume_argv
+from runtime.agents.claude import same_launch
 from runtime.doors.kind import DoorKind
 
 
@@ -76,7 +77,7 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
         findings.extend(_launch_findings(host, recorded, launch))
         findings.extend(_unit_findings(recorded, launch))
         findings.extend(_environment_findings(profile, recorded, launch))
-        if launch.live is not None and not same_argv(launch.argv, launch.live.argv):
+        if launch.live is not None and not same_launch(launch.argv, launch.live.argv):
             findings.append(Finding("live argv differs from configured (restart pending)",
                                     _join(launch.argv), _join(launch.live.argv)))
     findings.extend(_tmux_findings(host, profile, recorded))

@@ -2,13 +2,14 @@
 
 Each parser is tested from real captured outputs (tests/provision/test_facts.py): tmux 3.3a
 ``list-panes -F`` / ``pane_start_command``, systemd 252 ``systemctl cat`` / ``show``, and
-``/proc/PID/cmdline``.
+``/proc/PID/cmdline`` (decoded by ``runtime.agents.decode_cmdline``).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from provision.errors import FactError, IntrospectError
@@ -48,42 +49,38 @@ def parse_tmux_panes(text: str) -> tuple[Pane, ...]:
     return tuple(panes)
 
 
-def parse_tmux_words(text: str) -> list[str]:
-    """Split tmux command-language text (``args_escape`` output) into words.
+def split_words(text: str, escapes: dict[str, str], *, literal_single: bool,
+                unterminated: Callable[[str], Exception]) -> list[tuple[str, str]]:
+    """Split a command language's ``text`` into ``(word, as written)`` pairs.
 
-    Single quotes are literal; double quotes and bare words take backslash escapes
-    (``\\$``, ``\\"``, ``\\\\``, ``\\~``, C escapes such as ``\\n``).
+    Words are separated by spaces and tabs; a backslash takes the next character through
+    ``escapes`` (else the character itself), also inside double quotes — and inside single
+    quotes unless ``literal_single``. An unclosed quote raises ``unterminated(quote)``.
     """
-    words: list[str] = []
+    words: list[tuple[str, str]] = []
     i, n = 0, len(text)
-    escapes = {"n": "\n", "t": "\t", "r": "\r", "e": "\033"}
     while i < n:
         while i < n and text[i] in " \t":
             i += 1
         if i >= n:
             break
-        word: list[str] = []
-        started = False
+        start, word = i, []
         while i < n and text[i] not in " \t":
             ch = text[i]
-            started = True
-            if ch == "'":
+            if ch == "'" and literal_single:
                 end = text.find("'", i + 1)
                 if end < 0:
-                    raise FactError(f"unterminated single quote in tmux command: {text!r}")
+                    raise unterminated(ch)
                 word.append(text[i + 1:end])
                 i = end + 1
-            elif ch == '"':
+            elif ch in "'\"":
                 i += 1
-                while i < n and text[i] != '"':
-                    if text[i] == "\\" and i + 1 < n:
-                        word.append(escapes.get(text[i + 1], text[i + 1]))
-                        i += 2
-                    else:
-                        word.append(text[i])
-                        i += 1
+                while i < n and text[i] != ch:
+                    step = 2 if text[i] == "\\" and i + 1 < n else 1
+                    word.append(escapes.get(text[i + 1], text[i + 1]) if step == 2 else text[i])
+                    i += step
                 if i >= n:
-                    raise FactError(f"unterminated double quote in tmux command: {text!r}")
+                    raise unterminated(ch)
                 i += 1
             elif ch == "\\" and i + 1 < n:
                 word.append(escapes.get(text[i + 1], text[i + 1]))
@@ -91,9 +88,25 @@ def parse_tmux_words(text: str) -> list[str]:
             else:
                 word.append(ch)
                 i += 1
-        if started:
-            words.append("".join(word))
+        words.append(("".join(word), text[start:i]))
     return words
+
+
+_TMUX_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "e": "\033"}
+
+
+def parse_tmux_words(text: str) -> list[str]:
+    """Split tmux command-language text (``args_escape`` output) into words.
+
+    Single quotes are literal; double quotes and bare words take backslash escapes
+    (``\\$``, ``\\"``, ``\\\\``, ``\\~``, C escapes such as ``\\n``).
+    """
+    def unterminated(quote: str) -> FactError:
+        which = "single" if quote == "'" else "double"
+        return FactError(f"unterminated {which} quote in tmux command: {text!r}")
+
+    return [word for word, _ in split_words(text, _TMUX_ESCAPES, literal_single=True,
+                                            unterminated=unterminated)]
 
 
 @dataclass(frozen=True)
@@ -230,16 +243,6 @@ def tmux_command_in_argv(argv: tuple[str, ...]) -> ShellCommand | None:
 
 # ---------------------------------------------------------------- /proc
 
-def parse_proc_cmdline(data: bytes) -> tuple[str, ...]:
-    """argv from /proc/PID/cmdline bytes (NUL separated, NUL terminated; empty for zombies)."""
-    if not data:
-        return ()
-    parts = data.split(b"\0")
-    if parts and parts[-1] == b"":
-        parts = parts[:-1]
-    return tuple(p.decode("utf-8", "surrogateescape") for p in parts)
-
-
 def strip_interpreter(argv: tuple[str, ...]) -> tuple[str, ...]:
     """``sh /x/claude --a`` / ``node /x/cli.js --a`` → ``/x/claude --a`` (what was exec'd)."""
     rest = argv
@@ -315,39 +318,19 @@ def effective_values(files: tuple[UnitFile, ...], key: str, section: str = "Serv
     return values
 
 
+_SYSTEMD_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " "}
+
+
 def split_systemd_words(text: str) -> list[list[str]]:
     """Unquote a systemd command line (systemd.syntax(7)) into commands split at a lone ``;``."""
     commands: list[list[str]] = [[]]
-    i, n = 0, len(text)
-    escapes = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " "}
-    while i < n:
-        while i < n and text[i] in " \t":
-            i += 1
-        if i >= n:
-            break
-        word: list[str] = []
-        while i < n and text[i] not in " \t":
-            ch = text[i]
-            if ch in "'\"":
-                end = i + 1
-                while end < n and text[end] != ch:
-                    end += 2 if text[end] == "\\" else 1
-                if end >= n:
-                    raise IntrospectError(f"unterminated quote in ExecStart: {text!r}")
-                inner = text[i + 1:end]
-                word.append(re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(1)), inner))
-                i = end + 1
-            elif ch == "\\" and i + 1 < n:
-                word.append(escapes.get(text[i + 1], text[i + 1]))
-                i += 2
-            else:
-                word.append(ch)
-                i += 1
-        token = "".join(word)
-        if token == ";" and text[i - 1] == ";" and (i < 2 or text[i - 2] != "\\"):
+    for word, written in split_words(
+            text, _SYSTEMD_ESCAPES, literal_single=False,
+            unterminated=lambda _: IntrospectError(f"unterminated quote in ExecStart: {text!r}")):
+        if word == ";" and written.endswith(";") and not written.endswith("\\;"):
             commands.append([])
         else:
-            commands[-1].append(token)
+            commands[-1].append(word)
     return [c for c in commands if c]
 
 

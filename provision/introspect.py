@@ -15,9 +15,10 @@ import shlex
 from dataclasses import dataclass
 
 from provision import facts as F
-from provision.errors import HostError, IntrospectError, ResumeError
+from provision.errors import HostError, IntrospectError
 from provision.host import Host
 from provision.profile import Profile
+from runtime.agents import claude, decode_cmdline
 from runtime.doors.kind import DoorKind
 from runtime.doors.tmux import tmux_argv
 
@@ -61,8 +62,8 @@ class Launch:
 
     @property
     def channel_flags(self) -> tuple[str, ...]:
-        """``--channels X`` / ``--dangerously-load-development-channels X`` pairs, in order."""
-        return channel_flags(self.live.argv if self.live else self.argv)
+        """The channel options of the live (else configured) argv, as written there, in order."""
+        return claude.channel_tokens(self.live.argv if self.live else self.argv)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -77,37 +78,15 @@ class Launch:
         }
 
 
-CHANNEL_OPTIONS = ("--channels", "--dangerously-load-development-channels")
-CONFIG_DIR_VAR = "CLAUDE_CONFIG_DIR"
+CONFIG_DIR_VAR = claude.CONFIG_DIR_VAR
 
 
 def environment_names(launch: Launch, configured_dir: str | None) -> tuple[str, ...]:
     """The variables a resume must carry (names only): every assignment of the launch (inline,
     ``env``, the tmux session's environment, the unit's ``Environment=``/``EnvironmentFile=``)
-    and ``CLAUDE_CONFIG_DIR`` whenever the profile or the live claude sets it (a resume in
-    another config dir fails with "No conversation found")."""
-    names = {name for name, _ in launch.env}
-    if configured_dir or CONFIG_DIR_VAR in dict(launch.live_env):
-        names.add(CONFIG_DIR_VAR)
-    return tuple(sorted(names))
-
-
-def channel_flags(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """Every channel option with its values (``--opt v1 v2`` or ``--opt=v``), in order."""
-    out: list[str] = []
-    i = 1
-    while i < len(argv):
-        token = argv[i]
-        name = token.split("=", 1)[0]
-        if name in CHANNEL_OPTIONS:
-            out.append(token)
-            i += 1
-            while "=" not in token and i < len(argv) and not argv[i].startswith("-"):
-                out.append(argv[i])
-                i += 1
-            continue
-        i += 1
-    return tuple(out)
+    and ``CLAUDE_CONFIG_DIR`` whenever the profile or the live claude sets it."""
+    in_use = bool(configured_dir) or CONFIG_DIR_VAR in dict(launch.live_env)
+    return claude.environment_names((name for name, _ in launch.env), in_use)
 
 
 def introspect(host: Host, profile: Profile) -> Launch:
@@ -127,8 +106,7 @@ def find_claude(host: Host, root_pid: int, binary: str | None = None) -> LivePro
     while queue and seen < 200:
         pid = queue.pop(0)
         seen += 1
-        argv = F.strip_interpreter(F.parse_proc_cmdline(host.read_bytes(f"/proc/{pid}/cmdline")
-                                                        or b""))
+        argv = F.strip_interpreter(decode_cmdline(host.read_bytes(f"/proc/{pid}/cmdline") or b""))
         if argv and _is_claude(argv[0], binary):
             return LiveProcess(pid, argv, host.readlink(f"/proc/{pid}/cwd"))
         queue.extend(host.proc_children(pid))
@@ -422,7 +400,7 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
     chosen = argv
     if live is not None:
         evidence.append(f"live pid {live.pid} argv={shlex.join(live.argv)} cwd={live.cwd}")
-        if not same_argv(argv, live.argv):
+        if not claude.same_launch(argv, live.argv):
             if profile.prefer is None:
                 raise IntrospectError(
                     f"configured and live claude argv differ ({source}): configured "
@@ -459,7 +437,7 @@ def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
         current = parse_environ(data) if data is not None else None
         if current is None:
             evidence.append(f"live pid {live.pid} environment unreadable")
-    names = set(own) | {CONFIG_DIR_VAR}
+    names = claude.environment_names(own, True)
     live_env = {k: v for k, v in (current or {}).items() if k in names}
     for name in sorted(set(own) & set(live_env)):
         if own[name] != live_env[name]:
@@ -494,19 +472,6 @@ def redact(text: str, env: tuple[tuple[str, str], ...]) -> str:
         else:
             text = text.replace(f"{name}={value}", f"{name}=<{value_digest(value)}>")
     return text
-
-
-def same_argv(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """Same program (by name) and same arguments, up to the session choice: a claude that
-    tl-launch or a switch started with ``--resume ID`` still matches a ``--continue`` launch."""
-    from provision.resume import _local_resume_argv
-
-    if os.path.basename(a[0]) != os.path.basename(b[0]):
-        return False
-    try:
-        return _local_resume_argv(a, "X")[1:] == _local_resume_argv(b, "X")[1:]
-    except ResumeError:
-        return a[1:] == b[1:]
 
 
 def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from provision.actions import Action, Task
 from provision.errors import FactError, HostError, VerifyError
-from provision.introspect import CHANNEL_OPTIONS, channel_flags
 from provision.tasks.files import project_dir
+from runtime.agents.claude import channel_flags, channel_tokens
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -34,29 +34,15 @@ class Check:
 
 
 def missing_channel_flags(live_argv: tuple[str, ...], resume: tuple[str, ...]) -> list[str]:
-    """Channel flag values of the live argv that the resume argv does not carry."""
-    wanted = _pairs(channel_flags(live_argv))
-    have = set(_pairs(channel_flags(resume)))
-    return [f"{option} {value}" for option, value in wanted if (option, value) not in have]
-
-
-def _pairs(flags: tuple[str, ...]) -> list[tuple[str, str]]:
-    pairs, option = [], ""
-    for token in flags:
-        name, eq, value = token.partition("=")
-        if name in CHANNEL_OPTIONS:
-            option = name
-            if eq:
-                pairs.append((option, value))
-        else:
-            pairs.append((option, token))
-    return pairs
+    """Channel flags (``"FLAG VALUE"``) of the live argv that the resume argv does not carry."""
+    have = set(channel_flags(resume))
+    return [flag for flag in channel_flags(live_argv) if flag not in have]
 
 
 def dev_channel_servers(argv: tuple[str, ...]) -> list[str]:
     """``NAME`` of every ``server:NAME`` development channel in ``argv``."""
-    return [value.split(":", 1)[1] for option, value in _pairs(channel_flags(argv))
-            if option == "--dangerously-load-development-channels" and value.startswith("server:")]
+    prefix = "--dangerously-load-development-channels server:"
+    return [flag[len(prefix):] for flag in channel_flags(argv) if flag.startswith(prefix)]
 
 
 def mcp_registered(host: Host, ctx: Context, name: str, workdir: str) -> Check:
@@ -96,7 +82,7 @@ def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
     missing = missing_channel_flags(live, resume)
     checks.append(Check("every live channel flag in the resume argv", not missing,
                         "missing: " + ", ".join(missing) if missing else
-                        " ".join(channel_flags(live)) or "no channel flags"))
+                        " ".join(channel_tokens(live)) or "no channel flags"))
     for name in dev_channel_servers(live):
         checks.append(mcp_registered(host, ctx, name, launch.workdir))
     checks.extend(runnable_by_claude(host, ctx, program) for program in our_programs(ctx))

@@ -27,6 +27,7 @@ from typing import Any
 
 from runtime import health
 from runtime import identity as ident
+from runtime.agents import claude
 from runtime.doors.base import Door
 from runtime.errors import IdentityConflictError
 
@@ -123,7 +124,7 @@ def look_at(pid: int, identity: str, argv: tuple[str, ...], want: health.Expecta
     if want.session_id not in argv or watch is None:
         return Look([f"argv does not hold session {want.session_id!r}"], [], evidence,
                     (pid, argv))
-    flags = ident.channel_flags(argv)
+    flags = claude.channel_flags(argv)
     missing = [f for f in want.channel_flags if f not in flags]
     cwd = ident.cwd(pid)
     evidence.update({"cwd": cwd, "channel_flags": list(flags), "missing_channel_flags": missing})

@@ -22,6 +22,7 @@ from typing import Any
 
 from runtime import identity as ident
 from runtime import servers as srv
+from runtime.agents import claude
 from runtime.doors.base import Door
 from runtime.errors import IdentityConflictError
 
@@ -110,7 +111,7 @@ def check(door: Door, want: Expectation) -> HealthReport:
 def _judge_process(pid: int, identity: str, want: Expectation,
                    watch: ServerWatch | None = None) -> HealthReport:
     argv = ident.cmdline(pid) or ()
-    flags = ident.channel_flags(argv)
+    flags = claude.channel_flags(argv)
     missing = [f for f in want.channel_flags if f not in flags]
     cwd = ident.cwd(pid)
     if watch is None:

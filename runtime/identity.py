@@ -1,18 +1,19 @@
-"""Facts about running processes, read from /proc: liveness, argv, cwd, children, channels.
+"""Facts about running processes, read from /proc: liveness, argv, cwd, children, and the
+session record a live claude keeps.
 
-Pure parsers (``parse_stat``, ``parse_environ``, ``channel_flags``, ``resumed_session``) are
-separate from the readers so they can be tested on captured text.
+Pure parsers (``parse_stat``, ``parse_environ``) are separate from the readers so they can be
+tested on captured text; what an agent's argv or session record *means* is the agent's
+module's (``runtime/agents/``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
+from runtime.agents import claude, decode_cmdline
+
 PROC = Path("/proc")
-# Flags that attach a channel to claude; the new process must keep every one the old had.
-CHANNEL_FLAGS = ("--channels", "--dangerously-load-development-channels")
 
 
 def parse_stat(text: str) -> tuple[str, int, int] | None:
@@ -60,9 +61,7 @@ def cmdline(pid: int) -> tuple[str, ...] | None:
         raw = (PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
         return None
-    if not raw:
-        return None
-    return tuple(part.decode("utf-8", "replace") for part in raw.rstrip(b"\0").split(b"\0"))
+    return decode_cmdline(raw) or None
 
 
 def parse_environ(data: bytes) -> dict[str, str]:
@@ -138,63 +137,14 @@ def descendant_pairs(pid: int) -> list[tuple[int, int]]:
     return found
 
 
-def channel_flags(argv: Sequence[str]) -> tuple[str, ...]:
-    """Each channel attached by ``argv`` as ``"FLAG VALUE"`` (variadic values, ``=`` form too)."""
-    found: list[str] = []
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        name, eq, value = token.partition("=")
-        if name in CHANNEL_FLAGS:
-            if eq:
-                found.append(f"{name} {value}")
-            else:
-                j = i + 1
-                while j < len(argv) and not argv[j].startswith("-"):
-                    found.append(f"{name} {argv[j]}")
-                    j += 1
-                i = j
-                continue
-        i += 1
-    return tuple(found)
-
-
-def resumed_session(argv: Sequence[str]) -> str | None:
-    """The session id given to ``--resume``/``-r``/``--session-id`` in ``argv``, or None."""
-    for i, token in enumerate(argv):
-        name, eq, value = token.partition("=")
-        if name in ("--resume", "-r", "--session-id"):
-            if eq:
-                return value
-            if i + 1 < len(argv):
-                return argv[i + 1]
-    return None
-
-
-def format_argv(template: Sequence[str], session_id: str) -> tuple[str, ...]:
-    """The resume argv for ``session_id``: ``{session_id}`` replaced in every token."""
-    return tuple(token.replace("{session_id}", session_id) for token in template)
-
-
 def claude_session_record(config_dir: Path, pid: int) -> dict[str, object] | None:
-    """What a live claude says about itself in ``<config_dir>/sessions/<pid>.json``.
-
-    Claude Code (2.1.328, measured) writes ``{"pid", "sessionId", "procStart", "status":
-    "idle"|"busy", …}`` there. A file whose ``procStart`` does not match the pid's kernel start
-    time belongs to an earlier process with the same pid and is ignored (None).
-    """
-    import json
-
+    """What live claude ``pid`` says about itself in ``<config_dir>/sessions/<pid>.json``;
+    None when there is none, or it was left by an earlier process with the same pid."""
     try:
-        data = json.loads((config_dir / "sessions" / f"{pid}.json").read_text("utf-8"))
-    except (OSError, ValueError):
+        data = claude.session_record_path(config_dir, pid).read_bytes()
+    except OSError:
         return None
-    if not isinstance(data, dict):
-        return None
-    started = start_time(pid)
-    if started is None or str(data.get("procStart", started)) != str(started):
-        return None
-    return data
+    return claude.parse_session_record(data, start_time(pid))
 
 
 def claude_session_status(config_dir: Path, session_id: str) -> str | None:

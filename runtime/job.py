@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime import health, proc
+from runtime import agents, health, proc
 from runtime import identity as ident
+from runtime.agents import claude
 from runtime.config import Config
 from runtime.doors.base import Door
 from runtime.doors.kind import DoorKind
@@ -147,11 +148,11 @@ class Job:
         log(f"{self.id}: {phase}")
 
     def resume_argv(self, session_id: str) -> tuple[str, ...]:
-        return ident.format_argv(self.config.switch.resume_argv, session_id)
+        return claude.format_argv(self.config.switch.resume_argv, session_id)
 
     def required_flags(self, old_argv: Sequence[str]) -> tuple[str, ...]:
-        configured = ident.channel_flags(self.config.switch.channel_flags)
-        return tuple(dict.fromkeys([*ident.channel_flags(old_argv), *configured]))
+        configured = claude.channel_flags(self.config.switch.channel_flags)
+        return tuple(dict.fromkeys([*claude.channel_flags(old_argv), *configured]))
 
     def expectation(self, session_id: str, previous: str,
                     flags: Sequence[str]) -> health.Expectation:
@@ -173,7 +174,7 @@ class Job:
         configured ``resume_argv`` when the old argv is unknown or cannot be rewritten
         unambiguously (a shell, two session choices …). Source: ``old_process`` | ``configured``.
         """
-        from runtime.resume import ResumeArgvError, resume_argv
+        from runtime.agents.claude import ResumeArgvError, resume_argv
 
         if old_argv:
             try:
@@ -199,9 +200,7 @@ def carried_environment(names: Sequence[str], pid: int | None) -> dict[str, str]
     """``name → value`` of the launch variables ``names`` in the process running claude's
     command under ``pid`` (None when its environ cannot be read); absent names are left out."""
     env = ident.environ(ident.command_pid(pid)) if pid else None
-    if env is None:
-        return None
-    return {name: env[name] for name in names if name in env}
+    return None if env is None else agents.carried_environment(names, env)
 
 
 def environment_digests(carry: dict[str, str]) -> dict[str, str]:

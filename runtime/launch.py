@@ -1,13 +1,13 @@
 """``tl-launch``: the ExecStart wrapper of the systemd door.
 
 A unit runs ``tl-launch --pointer P -- claude --continue …``. tl-launch reads the session id
-in the pointer file, turns the launch argv into the resume argv for it (runtime.resume) and
+in the pointer file, turns the launch argv into the resume argv for it (runtime.agents.claude) and
 *execs* it, so the unit's MainPID is claude itself. When the pointer is missing or empty, or
 names a session whose file ``<CLAUDE_CONFIG_DIR or ~/.claude>/projects/<encoded cwd>/<id>.jsonl``
 does not exist, it starts the launch argv unchanged and says so on stderr (the journal) — a
 claude that continues its last session beats a unit that does not start.
 
-Stdlib and runtime.resume/paths/doors.pointer only: it runs on every start of the service.
+Stdlib and runtime.agents.claude/paths/doors.pointer only: it runs on every start of the service.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from runtime.agents.claude import SESSION_ID, ResumeArgvError, resume_argv
 from runtime.doors.pointer import pointed_session
-from runtime.resume import SESSION_ID, ResumeArgvError, resume_argv
 
 PROG = "tl-launch"
 USAGE = f"usage: {PROG} --pointer FILE -- CLAUDE_ARGV..."

@@ -13,7 +13,6 @@ processes, the first pid with ``$CLAUDE_CONFIG_DIR/sessions/<pid>.json`` names i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from pydantic import Field
 
 from runtime.config import Config, config_path_from, load_config
 from runtime.errors import ThreadlineError
-from runtime.identity import parse_stat
+from runtime.identity import claude_session_record, parse_stat
 from runtime.ops import MAX_REASON_CHARS
 from runtime.paths import claude_config_dir
 
@@ -45,17 +44,17 @@ OperationId = Annotated[str, Field(description="Operation id, as returned by a r
 
 
 def claude_session_id(start_pid: int | None = None, config_dir: Path | None = None) -> str | None:
-    """The sessionId of the nearest ancestor process that is a running claude, or None."""
-    sessions = (config_dir if config_dir is not None else claude_config_dir()) / "sessions"
+    """The sessionId of the nearest ancestor process that is a running claude, or None.
+
+    A record left by an earlier process with a recycled pid names another session: it is
+    skipped like junk (``claude_session_record`` checks the start time)."""
+    folder = config_dir if config_dir is not None else claude_config_dir()
     pid = start_pid if start_pid is not None else os.getppid()
     seen: set[int] = set()
     while pid > 1 and pid not in seen:
         seen.add(pid)
-        try:
-            record = json.loads((sessions / f"{pid}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            record = None
-        if isinstance(record, dict) and isinstance(record.get("sessionId"), str):
+        record = claude_session_record(folder, pid)
+        if record is not None and isinstance(record.get("sessionId"), str):
             return str(record["sessionId"]) or None
         try:
             stat = parse_stat(Path(f"/proc/{pid}/stat").read_text())

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runtime import identity as ident
+from runtime.agents import claude
 from runtime.config import Config, RebuildConfig
 from runtime.errors import (
     BusyError,
@@ -67,7 +67,7 @@ def request(config: Config, reason: str, confirmation: str, session_id: str | No
             f"request reason is {len(reason.strip())} characters, at most {MAX_REASON_CHARS}: "
             "say why in a sentence (audit records never hold conversation text); nothing written"
         )
-    from runtime.resume import SESSION_ID
+    from runtime.agents.claude import SESSION_ID
 
     if session_id and not SESSION_ID.fullmatch(session_id):
         raise ConfirmationError(
@@ -284,8 +284,8 @@ def doctor(config: Config) -> dict[str, Any]:
     sw = config.switch
     if sw.door.worker_builds_argv:
         add("resume_argv", any("{session_id}" in t for t in sw.resume_argv), list(sw.resume_argv))
-        flags = ident.channel_flags(sw.channel_flags)
-        have = ident.channel_flags(sw.resume_argv)
+        flags = claude.channel_flags(sw.channel_flags)
+        have = claude.channel_flags(sw.resume_argv)
         add("resume_argv_channels", all(f in have for f in flags),
             {"required": list(flags), "missing": [f for f in flags if f not in have]})
     try:

@@ -11,7 +11,9 @@ from typing import Any, TextIO
 def emit_json(obj: Any, out: TextIO | None = None) -> None:
     """Print ``obj`` as indented JSON (keys kept in insertion order)."""
     stream = out or sys.stdout
-    stream.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+    # a lone surrogate (a non-UTF-8 argv byte) is printed as its JSON escape, never a crash
+    stream.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
     stream.write("\n")
 
 

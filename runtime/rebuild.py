@@ -23,6 +23,7 @@ from typing import Any
 
 from runtime import activation, proc, restart
 from runtime import identity as ident
+from runtime.agents import claude
 from runtime.doors.kind import DoorKind
 from runtime.errors import DoorError, IdentityConflictError, StoreError, ThreadlineError
 from runtime.items import sha256_text
@@ -247,7 +248,7 @@ class Rebuild(Job):
                         f"not the stopping {old_id!r}")
         carried = self.capture_environment(pid)
         self.note("identity", {"identity": identity, "pid": pid, "argv": list(old_argv),
-                               "channel_flags": list(ident.channel_flags(old_argv)), **carried},
+                               "channel_flags": list(claude.channel_flags(old_argv)), **carried},
                   facts={"identity_before": identity, "old_argv": list(old_argv)})
         return identity, old_argv
 
@@ -351,7 +352,7 @@ class Rebuild(Job):
             fault("resumed")
             sw = self.config.switch
             check = restart.ready(self.door, self.expectation(
-                old_id, "", ident.channel_flags(old_argv)), self._config_dir(),
+                old_id, "", claude.channel_flags(old_argv)), self._config_dir(),
                 sw.activation_stable_seconds, sw.activation_timeout_seconds)
             self.note("resumed_health", {"ok": check.ok, "reason": check.reason,
                                          **check.evidence})

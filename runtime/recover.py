@@ -26,6 +26,7 @@ from typing import Any
 
 from runtime import identity as ident
 from runtime import proc
+from runtime.agents import claude
 from runtime.config import Config
 from runtime.doors.base import open_door
 from runtime.errors import IdentityConflictError, ThreadlineError
@@ -225,7 +226,7 @@ def _running_session(config: Config, op: Operation) -> tuple[str | None, str | N
         return identity, identity
     pid = door.process_pid(identity)
     argv = ident.cmdline(pid) if pid else None
-    running = ident.resumed_session(argv) if argv else None
+    running = claude.resumed_session(argv) if argv else None
     if running is None and pid and config.project_dir is not None:
         said = ident.claude_session_record(config.project_dir.parent.parent, pid)
         running = str(said["sessionId"]) if said and said.get("sessionId") else None

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from runtime import activation, health
 from runtime import identity as ident
+from runtime.agents import claude
 from runtime.doors.base import Door
 from runtime.doors.kind import DoorKind
 
@@ -38,7 +39,7 @@ def missing_transcript(project_dir: Path | None, session_id: str) -> str | None:
     """Why ``claude --resume session_id`` cannot work, before anything is stopped: claude
     writes a session's transcript only once something is said, and resuming a session without
     one ends with "No conversation found" after the running claude is gone (measured, 2.1.328)."""
-    from runtime.resume import SESSION_ID
+    from runtime.agents.claude import SESSION_ID
 
     if not SESSION_ID.fullmatch(session_id):
         return (f"{session_id!r} is not a session id (letters, digits, '-' and '_'); "
@@ -107,8 +108,8 @@ def run_restart(args: argparse.Namespace) -> int:
     pid = door.process_pid(previous)
     sw = config.switch
     old_argv = (ident.cmdline(pid) or ()) if pid else ()
-    flags = tuple(dict.fromkeys([*ident.channel_flags(old_argv),
-                                 *ident.channel_flags(sw.channel_flags)]))
+    flags = tuple(dict.fromkeys([*claude.channel_flags(old_argv),
+                                 *claude.channel_flags(sw.channel_flags)]))
     if door.name is DoorKind.SYSTEMD and not door.screen() and any(
             f.startswith(health.DEV_FLAG) for f in flags):
         raise DoorError(
@@ -127,7 +128,7 @@ def run_restart(args: argparse.Namespace) -> int:
         workdir=config.workdir, channel_servers=sw.expected_channel_servers,
         project_dir=config.project_dir, window=sw.healthcheck_seconds,
         environment=tuple(sorted(environment_digests(carry).items())))
-    argv = with_environment(door.name, carry, ident.format_argv(sw.resume_argv, args.session))
+    argv = with_environment(door.name, carry, claude.format_argv(sw.resume_argv, args.session))
     project = config.project_dir
     report = restart(door, want, argv, config.workdir or Path("/"),
                      project.parent.parent if project is not None else None,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import traceback
 
-from runtime import identity as ident
 from runtime import restart
+from runtime.agents import claude
 from runtime.errors import IdentityConflictError
 from runtime.job import Abort, Job, fault, log, worker_info
 from runtime.state import State
@@ -58,7 +58,7 @@ class Rollback(Job):
         self.note("switched", {"session_id": old_id, "argv": list(argv),
                                "argv_source": argv_source})
         fault("rollback_switched")
-        flags = ident.channel_flags(old_argv)
+        flags = claude.channel_flags(old_argv)
         project = self.config.project_dir
         sw = self.config.switch
         report = restart.ready(self.door, self.expectation(old_id, current, flags),

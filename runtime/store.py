@@ -329,7 +329,7 @@ class Store:
         """Append one timeline line (timestamp, phase, evidence) to ``operation_id``."""
         self.ensure()
         line = {**_plain(evidence), "at": now_iso(), "phase": phase}
-        data = json.dumps(line, ensure_ascii=False, default=str).encode("utf-8")
+        data = json_bytes(json.dumps(line, ensure_ascii=False, default=str))
         proc.append_line(self.events_path(operation_id), data)
 
     def artifacts(self, operation_id: str) -> Path:
@@ -399,7 +399,7 @@ class Store:
         never an active record that no hint names.
         """
         self.ensure()
-        data = json.dumps(op.to_dict(), indent=2, ensure_ascii=False).encode("utf-8")
+        data = json_bytes(json.dumps(op.to_dict(), indent=2, ensure_ascii=False))
         if op.active:
             proc.atomic_write(self.active_path, op.operation_id.encode(), 0o600)
         proc.atomic_write(self.record_path(op.operation_id), data, 0o600)
@@ -410,3 +410,10 @@ class Store:
                 current = ""
             if current == op.operation_id:
                 proc.remove(self.active_path)
+
+
+def json_bytes(text: str) -> bytes:
+    """UTF-8 of JSON ``text``; a lone surrogate (a non-UTF-8 byte of an argv or path, decoded
+    with ``surrogateescape``) becomes its ``\\udcXX`` JSON escape, which reads back as the same
+    string — so the exact bytes survive a record and a resume can exec them."""
+    return text.encode("utf-8", "backslashreplace")

@@ -211,7 +211,7 @@ def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, old_pid:
            old_argv: list[str], unit_pid: int | None = None) -> None:
     """What a process door shows: the pane's new pid, its channel flags and channel servers.
     The systemd door's identity is the scratch unit's MainPID (``unit_pid``, its tmux)."""
-    from runtime.identity import channel_flags
+    from runtime.agents.claude import channel_flags
 
     activated = record.state.value == "activated"
     after_id = record.fact("identity_after")

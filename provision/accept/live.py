@@ -36,7 +36,7 @@ def _stderr(message: str) -> None:
 
 def expected_channels(config: Config) -> list[str]:
     """Channel names from ``switch.channel_flags`` (``server:NAME``, ``plugin:NAME@market``)."""
-    from runtime.identity import channel_flags
+    from runtime.agents.claude import channel_flags
 
     names = []
     for flag in channel_flags(config.switch.channel_flags):

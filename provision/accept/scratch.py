@@ -88,8 +88,8 @@ class Scratch:
 
     def start_old(self, host: Host, timeout: float = 30.0) -> int | None:
         """Run the resume argv of the copied session in the scratch pane; its pid or None."""
+        from runtime.agents.claude import format_argv
         from runtime.doors.tmux import respawn_command
-        from runtime.identity import format_argv
 
         argv = format_argv(self.config().switch.resume_argv, self.session)
         command = respawn_command(argv, self.work)

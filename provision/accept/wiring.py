@@ -140,8 +140,7 @@ def _mcp_tools(scene: Scene, out: Checklist) -> None:
 
 
 def _resume_equiv(scene: Scene, out: Checklist) -> None:
-    from runtime.identity import format_argv
-    from runtime.resume import resume_argv
+    from runtime.agents.claude import format_argv, resume_argv
 
     name = "resume argv ≡ launch argv"
     if scene.manifest is None or scene.config is None:

@@ -6,6 +6,7 @@ import pytest
 
 from provision import facts as F
 from provision.errors import FactError, IntrospectError
+from runtime.agents import decode_cmdline
 
 # tmux 3.3a: list-panes -a -F PANE_FORMAT, pane started as one shell string (captured here)
 PANES_SHELL_STRING = (
@@ -86,11 +87,11 @@ def test_broken_list_panes_line_is_a_fact_error() -> None:
 
 
 def test_proc_cmdline_then_interpreter_stripped() -> None:
-    argv = F.parse_proc_cmdline(PROC_CMDLINE)
+    argv = decode_cmdline(PROC_CMDLINE)
     assert argv[:2] == ("/bin/sh", "/tmp/tlcap/bin/claude")
     assert F.strip_interpreter(argv)[0] == "/tmp/tlcap/bin/claude"
     assert F.strip_interpreter(argv)[1:] == argv[2:]
-    assert F.parse_proc_cmdline(b"") == ()
+    assert decode_cmdline(b"") == ()
 
 
 def test_tmux_new_session_command_inside_a_unit_argv() -> None:
@@ -148,6 +149,18 @@ def test_exec_start_prefixes_are_stripped_and_kept(value, prefixes, path, argv0)
 def test_lone_semicolon_separates_commands_and_escaped_one_does_not() -> None:
     commands = F.parse_exec_start("/bin/echo a ; /bin/echo b \\; c")
     assert [c.argv for c in commands] == [("/bin/echo", "a"), ("/bin/echo", "b", ";", "c")]
+
+
+def test_tmux_and_systemd_words_differ_only_in_single_quotes_and_escapes() -> None:
+    text = "'a\\tb' \"c\\td\" e\\ f"
+    assert F.parse_tmux_words(text) == ["a\\tb", "c\td", "e f"]  # tmux: '…' is literal
+    assert F.split_systemd_words(text) == [["a\tb", "c\td", "e f"]]
+    with pytest.raises(FactError, match="unterminated single quote in tmux command"):
+        F.parse_tmux_words("a 'b")
+    with pytest.raises(FactError, match="unterminated double quote in tmux command"):
+        F.parse_tmux_words('a "b\\"')
+    with pytest.raises(IntrospectError, match="unterminated quote in ExecStart"):
+        F.split_systemd_words("a 'b")
 
 
 def test_environment_lines_and_env_substitution_rules() -> None:

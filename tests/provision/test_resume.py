@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from provision.errors import ResumeError
-from provision.resume import SESSION_TOKEN, _local_resume_argv, resume_argv, token_table
+from provision.resume import SESSION_TOKEN, resume_argv, token_table
 
 CLAUDE = "/usr/local/bin/claude"
 FLAGS = ("--thinking-display", "summarized", "--channels",
@@ -13,26 +13,23 @@ FLAGS = ("--thinking-display", "summarized", "--channels",
          "--dangerously-load-development-channels", "server:companion")
 
 
-@pytest.mark.parametrize("rule", [resume_argv, _local_resume_argv])
-def test_continue_becomes_resume_placeholder_and_every_flag_stays_in_order(rule) -> None:
-    assert rule((CLAUDE, "--continue", *FLAGS), SESSION_TOKEN) == \
+def test_continue_becomes_resume_placeholder_and_every_flag_stays_in_order() -> None:
+    assert resume_argv((CLAUDE, "--continue", *FLAGS), SESSION_TOKEN) == \
         (CLAUDE, "--resume", SESSION_TOKEN, *FLAGS)
-    assert rule((CLAUDE, *FLAGS[:2], "-c", *FLAGS[2:]), SESSION_TOKEN) == \
+    assert resume_argv((CLAUDE, *FLAGS[:2], "-c", *FLAGS[2:]), SESSION_TOKEN) == \
         (CLAUDE, *FLAGS[:2], "--resume", SESSION_TOKEN, *FLAGS[2:])
 
 
-@pytest.mark.parametrize("rule", [resume_argv, _local_resume_argv])
-def test_an_existing_resume_is_replaced(rule) -> None:
-    assert rule((CLAUDE, "--resume", "abc-123", *FLAGS), SESSION_TOKEN) == \
+def test_an_existing_resume_is_replaced() -> None:
+    assert resume_argv((CLAUDE, "--resume", "abc-123", *FLAGS), SESSION_TOKEN) == \
         (CLAUDE, "--resume", SESSION_TOKEN, *FLAGS)
-    assert rule((CLAUDE, "--resume=abc", *FLAGS), SESSION_TOKEN) == \
+    assert resume_argv((CLAUDE, "--resume=abc", *FLAGS), SESSION_TOKEN) == \
         (CLAUDE, "--resume", SESSION_TOKEN, *FLAGS)
 
 
-@pytest.mark.parametrize("rule", [resume_argv, _local_resume_argv])
-def test_two_session_choices_are_refused(rule) -> None:
+def test_two_session_choices_are_refused() -> None:
     with pytest.raises(ResumeError, match="more than once|expected at most one"):
-        rule((CLAUDE, "--continue", "-c", *FLAGS), SESSION_TOKEN)
+        resume_argv((CLAUDE, "--continue", "-c", *FLAGS), SESSION_TOKEN)
 
 
 def test_a_launch_without_session_choice_gets_resume_after_claude() -> None:

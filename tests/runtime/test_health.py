@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from runtime import health
-from runtime.identity import channel_flags, cmdline, descendants, parse_stat, resumed_session
+from runtime.agents.claude import channel_flags, resumed_session
+from runtime.identity import cmdline, descendants, parse_stat
 from tests.fixtures.process_door import CHANNEL, Launcher, ProcessDoor, start, want
 from tests.fixtures.standin_claude import (
     register_server,

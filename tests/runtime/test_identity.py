@@ -11,7 +11,6 @@ from runtime.identity import (
     claude_session_record,
     claude_session_status,
     cmdline,
-    format_argv,
     start_time,
 )
 
@@ -52,11 +51,6 @@ def test_liveness_needs_the_same_start_time_and_no_zombie() -> None:
     assert cmdline(me) is not None
 
 
-def test_the_resume_template_names_the_session_in_every_token() -> None:
-    assert format_argv(["claude", "--resume", "{session_id}", "-x"], "abc") == (
-        "claude", "--resume", "abc", "-x")
-
-
 def test_an_environment_block_is_parsed_and_malformed_entries_are_skipped() -> None:
     from runtime.identity import parse_environ
 
@@ -82,3 +76,18 @@ def test_the_environment_of_a_live_child_is_read_and_its_parent_is_known() -> No
     finally:
         child.communicate(b"", timeout=10)
     assert environ(child.pid) is None
+
+
+def test_the_argv_of_a_live_child_keeps_its_non_utf8_bytes_for_exec() -> None:
+    import subprocess
+    import sys
+
+    from tests.fixtures.tmux import wait_for
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()",
+                              b"caf\xe9 \xff"], stdin=subprocess.PIPE)
+    try:
+        wait_for(lambda: len(cmdline(child.pid) or ()) == 4, what="the child's own argv")
+        assert os.fsencode((cmdline(child.pid) or ())[3]) == b"caf\xe9 \xff"
+    finally:
+        child.communicate(b"", timeout=10)

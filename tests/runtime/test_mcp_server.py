@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from runtime.identity import start_time
 from runtime.mcp_server import claude_session_id
 
 TRANSCRIPT = "iansherr__claude-code-log__03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
@@ -200,6 +201,20 @@ def test_the_session_is_found_by_walking_up_to_the_nearest_claude(tmp_path: Path
     assert claude_session_id(os.getpid(), tmp_path) == SESSION  # found one level up
     (sessions / f"{os.getpid()}.json").write_text("{not json")
     assert claude_session_id(os.getpid(), tmp_path) == SESSION  # junk is skipped, not trusted
+
+
+def test_a_record_left_under_a_recycled_pid_names_no_session(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    parent = os.getppid()
+    started = start_time(parent)
+    assert started is not None
+    record = {"pid": parent, "sessionId": SESSION, "procStart": str(started + 1)}
+    (sessions / f"{parent}.json").write_text(json.dumps(record))
+    assert claude_session_id(os.getpid(), tmp_path) is None  # an earlier process's record
+    record["procStart"] = str(started)
+    (sessions / f"{parent}.json").write_text(json.dumps(record))
+    assert claude_session_id(os.getpid(), tmp_path) == SESSION
 
 
 # -- issue 11 §13: unknown arguments refused, reason length capped ----------------------------

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from runtime.agents.claude import channel_flags
 from runtime.doors.kind import DoorKind
 from runtime.doors.pointer import write_pointer
 from runtime.doors.tmux import TmuxDoor
 from runtime.health import Expectation
-from runtime.identity import channel_flags
 from runtime.restart import restart
 from tests.fixtures.standin_claude import (
     claude_json_path,

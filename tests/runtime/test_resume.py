@@ -1,11 +1,11 @@
-"""runtime.resume: the launch argv becomes the resume argv, every other argument kept in order."""
+"""The resume argv rule: the launch argv becomes the resume argv, every other argument kept."""
 
 from __future__ import annotations
 
 import pytest
 
+from runtime.agents.claude import ResumeArgvError, resume_argv
 from runtime.errors import ConfigError
-from runtime.resume import ResumeArgvError, resume_argv
 
 SID = "0b9c3f52-6a1e-4d5b-9a57-1f0e2d3c4b5a"
 CHANNELS = ["--dangerously-load-development-channels", "server:companion",

@@ -270,3 +270,15 @@ def test_a_state_dir_that_is_a_file_is_an_error_not_an_empty_store(tmp_path: Pat
         with pytest.raises(StoreError, match="cannot list"):
             Store(root).ids()
     assert Store(tmp_path / "missing").ids() == []
+
+
+def test_a_non_utf8_argv_byte_survives_the_record_and_the_timeline(tmp_path: Path) -> None:
+    from runtime.agents import decode_cmdline
+
+    argv = list(decode_cmdline(b"/usr/bin/claude\0--append-system-prompt\0caf\xe9\0"))
+    store = Store(tmp_path / "state")
+    op_id = new(store)
+    store.update(op_id, phase="identity", evidence={"argv": argv}, facts={"old_argv": argv})
+    assert store.read(op_id).fact("old_argv") == argv
+    assert store.events(op_id)[-1]["argv"] == argv
+    json.loads(store.record_path(op_id).read_text("utf-8"))  # still valid UTF-8 JSON

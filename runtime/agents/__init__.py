@@ -1,0 +1,74 @@
+"""The agent CLI axis: what Threadline knows about the command line of the agent it switches.
+
+Beside *which door* (``runtime/doors/``) stands *which agent CLI*: every rule about an
+agent's argv — its channel flags, turning a launch into a resume, the environment a relaunch
+carries, where it records which session a process runs — lives in that agent's module here
+and nowhere else. ``claude`` is the only one today; a ``codex`` module implements the same
+``AgentCli`` protocol when Codex sessions are switched too (``runtime/agent.py`` already
+tells which agent wrote a session file; ``cli_for`` maps that name to its rules).
+
+Every function here is pure: bytes, argv lists and mappings in, values out; reading /proc or
+a file is the caller's (``runtime/identity.py``, ``provision/host.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class AgentCli(Protocol):
+    """The command-line rules of one agent CLI (a module satisfies it)."""
+
+    def channel_flags(self, argv: Sequence[str]) -> tuple[str, ...]:
+        """Each channel attached by ``argv`` as ``"FLAG VALUE"``."""
+
+    def resumed_session(self, argv: Sequence[str]) -> str | None:
+        """The session ``argv`` resumes, or None."""
+
+    def resume_argv(self, launch_argv: Sequence[str], session_id: str) -> list[str]:
+        """``launch_argv`` rewritten to resume ``session_id``."""
+
+    def environment_names(self, launch_names: Iterable[str],
+                          config_dir_in_use: bool) -> tuple[str, ...]:
+        """The variables a relaunch carries."""
+
+    def session_record_path(self, config_dir: Path, pid: int) -> Path:
+        """Where process ``pid`` records which session it runs."""
+
+    def parse_session_record(self, data: bytes | str,
+                             started: int | None) -> dict[str, Any] | None:
+        """The record, unless it belongs to an earlier process with the same pid."""
+
+
+def decode_cmdline(data: bytes) -> tuple[str, ...]:
+    """argv from ``/proc/PID/cmdline`` bytes (NUL separated, NUL terminated; empty: a zombie).
+
+    Non-UTF-8 bytes decode with ``surrogateescape``, so ``os.fsencode`` gives the very bytes
+    back: an argv read here can be exec'd again (a resume) and compared with another one
+    decoded the same way.
+    """
+    if not data:
+        return ()
+    parts = data.split(b"\0")
+    if parts[-1] == b"":
+        parts = parts[:-1]
+    return tuple(part.decode("utf-8", "surrogateescape") for part in parts)
+
+
+def carried_environment(names: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``name → value`` of ``names`` in ``environ``; a name it does not set is left out (the
+    relaunch runs without it, like the launch did)."""
+    return {name: environ[name] for name in names if name in environ}
+
+
+def cli_for(agent: str) -> AgentCli:
+    """The command-line rules of ``agent`` (only ``claude`` switches today)."""
+    from runtime.agents import claude
+
+    if agent != claude.NAME:
+        from runtime.errors import ConfigError
+
+        raise ConfigError(f"agent {agent!r} has no command-line rules; only 'claude' switches")
+    return claude
