@@ -9,7 +9,8 @@ How to write a task (pyinfra-style; read this before adding one under ``provisio
             # read-only, runs also under --check; ONLY through ``host`` (provision/host.py):
             #   host.read_bytes(path) -> bytes | None, host.stat(path) -> FileStat | None,
             #   host.run(argv, env=..., cwd=..., timeout=...) -> Result (rc/stdout/stderr)
-            # return a frozen dataclass, parsed by a pure function (provision/facts.py style)
+            # return a frozen dataclass, parsed by a pure function (provision/parsers/facts.py
+            # style)
             ...
 
         def plan(self, facts: SettingsFacts, ctx: Context) -> list[Action]:

@@ -18,13 +18,13 @@ PROG = "tl-provision"
 
 def apply_tasks(restart_claude: bool = False) -> list:
     """The ordered task list of ``apply``."""
-    from provision.manifest import Manifest
     from provision.tasks.files import Directories, LaunchDropIn, RunnerWrapper, RuntimeConfig
     from provision.tasks.launcher import HostFacts, LaunchCommand, RestartClaude, ResumeCommand
+    from provision.tasks.manifest import Manifest
     from provision.tasks.mcp import McpServer, McpTools
     from provision.tasks.privileges import DoorPrivileges
     from provision.tasks.settings import StopHook, StopHookPersists
-    from provision.verify import Verify
+    from provision.tasks.verify import Verify
 
     return [HostFacts(), LaunchCommand(), ResumeCommand(), Directories(), RuntimeConfig(),
             LaunchDropIn(), DoorPrivileges(), RunnerWrapper(), StopHook(), McpServer(), Verify(),

@@ -27,16 +27,16 @@ from provision.errors import (
 )
 from provision.host import Host
 from provision.introspect import Launch, introspect, tmux_base
-from provision.manifest import (
+from provision.profile import Profile
+from provision.result import Context
+from provision.resume import resume_argv
+from provision.tasks.manifest import (
     Recorded,
     launch_environment,
     load_manifest,
     tmux_wiring,
     unit_topology,
 )
-from provision.profile import Profile
-from provision.result import Context
-from provision.resume import resume_argv
 from runtime.agents.claude import same_launch
 from runtime.doors.kind import DoorKind
 
@@ -210,7 +210,7 @@ def _ownership_findings(host: Host, ctx: Context) -> list[Finding]:
 
 
 def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:
-    from provision.settings import parse_settings
+    from provision.parsers.settings import parse_settings
     from provision.tasks.mcp import McpServer
     from provision.tasks.settings import StopHook
 

@@ -14,9 +14,9 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from provision import facts as F
 from provision.errors import HostError, IntrospectError
 from provision.host import Host
+from provision.parsers import facts as F
 from provision.profile import Profile
 from runtime.agents import claude, decode_cmdline
 from runtime.doors.kind import DoorKind
@@ -296,7 +296,7 @@ def _systemd(host: Host, profile: Profile) -> Launch:
             raise IntrospectError(f"unit {unit!r} runs claude in tmux: name its pane in "
                                   f"door.tmux.target (and socket_name) so a restart can "
                                   f"answer claude's warnings")
-        from runtime.launch import parse_args
+        from runtime.doors.systemd_launch import parse_args
 
         try:
             unit_pointer, _ = parse_args(argv[1:])
@@ -427,7 +427,7 @@ def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
     """The live claude's values of the launch's variables (and CLAUDE_CONFIG_DIR), compared
     with the launch; a config dir other than the profile's is an IntrospectError (the
     sessions, settings and MCP config would be looked for in the wrong place)."""
-    from runtime.identity import parse_environ
+    from runtime.procfs import parse_environ
 
     own = dict(configured.env)
     if live is None:
@@ -457,7 +457,7 @@ def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
 
 
 def value_digest(value: str) -> str:
-    from runtime.identity import value_digest as digest
+    from runtime.procfs import value_digest as digest
 
     return digest(value)
 

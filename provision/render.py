@@ -84,7 +84,7 @@ def validate_config(content: bytes) -> None:
 
 def validate_drop_in(expected_argv: Sequence[str]) -> Any:
     """A validator: the drop-in resets ExecStart and its single command ends in the argv."""
-    from provision.facts import (
+    from provision.parsers.facts import (
         effective_exec_start,
         expand_systemd_env,
         parse_systemctl_cat,

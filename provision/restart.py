@@ -1,7 +1,7 @@
 """``--restart-claude``: restart the live claude on the session it runs, and wait until ready.
 
 The restart is ``tl-rebuild restart`` run through the host (so it runs where claude runs,
-also inside a private systemd): the runtime's own door and readiness check (runtime.restart),
+also inside a private systemd): the runtime's own door and readiness check (runtime.switch.restart),
 the same code that judges a switch: the development-channels warning answered where the door can
 (tmux), claude's session record naming the session it ran before, every expected channel
 server of the rendered config up. Anything less fails the task with one line naming what is

@@ -119,7 +119,7 @@ class SwitchConfig:
     # Names (never values) of the launch environment the resume must carry: the worker reads
     # the values from the running claude's /proc/PID/environ (SPEC §4.3, issue 10 §5).
     environment: tuple[str, ...] = ()
-    healthcheck_seconds: float = 5.0  # the watch after `activated` (runtime/activation.py)
+    healthcheck_seconds: float = 5.0  # the watch after `activated` (runtime/switch/activation.py)
     activation_stable_seconds: float = 0.5  # the evidence holds this long before `activated`
     activation_timeout_seconds: float = 20.0  # evidence still missing then: not activated
     stable_seconds: float = 0.3

@@ -39,7 +39,7 @@ def test_the_wheel_holds_the_schemas_the_templates_and_the_console_scripts(wheel
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     for script in ("tl-rebuild = runtime.cli:main", "tl-provision = provision.cli:main",
-                   "tl-launch = runtime.launch:main"):
+                   "tl-launch = runtime.doors.systemd_launch:main"):
         assert script in text
 
 

@@ -13,8 +13,8 @@ from provision.accept.hints import HINTS
 
 if TYPE_CHECKING:
     from provision.host import Host
-    from provision.manifest import Recorded
     from provision.profile import Profile
+    from provision.tasks.manifest import Recorded
     from runtime.config import Config
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -121,7 +121,7 @@ class Scene:
 
 def load_scene(profile: Profile, host: Host, out: Checklist) -> Scene:
     """Read the manifest and the rendered config; each is a checklist line."""
-    from provision.manifest import load_manifest
+    from provision.tasks.manifest import load_manifest
     from runtime.config import load_config
 
     scene = Scene(profile, host)

@@ -29,7 +29,7 @@ switch will — and a deployment where it cannot (a plugin not installed, a serv
 claude reads it) fails here, with the reason (``drill channel servers recognised``). Channel
 *reachability* is ``--live``'s job.
 
-The drill runs the real path: ``runtime.ops.request`` on the scratch config, then the
+The drill runs the real path: ``runtime.switch.ops.request`` on the scratch config, then the
 ``tl-rebuild hook-stop`` of settings.json with a Stop payload, whose detached worker switches the
 scratch pane. Afterwards the scratch tmux server is killed and every process whose cwd is in the
 scratch or whose HOME is the scratch HOME is waited for, then killed and listed. The scratch
@@ -162,7 +162,7 @@ def _switch(scene: Scene, scratch: Scratch, out: Checklist,
             hook_call: Callable[[Host, str], Result]) -> tuple[Any, bytes]:
     """Request a rebuild of the scratch session, make the door's hook call, wait for the end;
     the final record and the copied transcript as it was before (``drill activated``)."""
-    from runtime.ops import request
+    from runtime.switch.ops import request
 
     host = scene.host
     before = host.read_bytes(scratch.transcript) or b""

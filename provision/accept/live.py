@@ -1,6 +1,7 @@
 """``accept --live --confirm REBUILD``: rebuild the real target, then listen for each channel.
 
-1. ``runtime.ops.request`` registers a rebuild on the real config (unbound: the next Stop of a
+1. ``runtime.switch.ops.request`` registers a rebuild on the real config (unbound: the next Stop of
+a
    session in project_dir schedules it). Nothing switches until claude finishes a turn, so a
    **human must talk to claude** (any channel, or the terminal) for the Stop to come.
 2. The operation is polled until it ends, for at most the wait budget; one still ``pending``
@@ -68,7 +69,7 @@ def channel_source(line: bytes) -> str | None:
 def live_stage(scene: Scene, out: Checklist, wait_seconds: float,
                notify: Notify = _stderr) -> None:
     """Request, wait for the switch, then wait for a message through each channel."""
-    from runtime.ops import cancel, request
+    from runtime.switch.ops import cancel, request
 
     config = scene.config
     if config is None:
@@ -101,7 +102,7 @@ def live_stage(scene: Scene, out: Checklist, wait_seconds: float,
 
 
 def _wait_switch(config: Config, op_id: str, wait_seconds: float) -> dict[str, Any]:
-    from runtime.ops import status
+    from runtime.switch.ops import status
 
     deadline = time.monotonic() + wait_seconds
     record = status(config, op_id)

@@ -33,7 +33,7 @@ def trim_to_binary(argv: Sequence[str], binary: str) -> list[str] | None:
 def claude_pid(config: Config, binary: str) -> int | None:
     """The live claude process behind the door (the door's pid or one of its descendants)."""
     from runtime.doors.base import open_door
-    from runtime.identity import cmdline, descendants
+    from runtime.procfs import cmdline, descendants
 
     try:
         door = open_door(config)
@@ -50,6 +50,6 @@ def claude_pid(config: Config, binary: str) -> int | None:
 
 def claude_argv(pid: int, binary: str) -> list[str]:
     """The live argv of claude ``pid`` from its program on."""
-    from runtime.identity import cmdline
+    from runtime.procfs import cmdline
 
     return trim_to_binary(cmdline(pid) or (), binary) or []

@@ -42,7 +42,7 @@ def readonly_stage(scene: Scene, out: Checklist) -> None:
             {"transcript": str(newest) if newest else None,
              "session_id": newest.stem if newest else ""})
     with out.guard("doctor"):
-        from runtime.ops import doctor
+        from runtime.switch.ops import doctor
 
         report = doctor(config)
         bad = {k: v for k, v in report["checks"].items() if not v["ok"]}
@@ -71,7 +71,7 @@ def _ownership(scene: Scene, out: Checklist) -> None:
 
 def _door_alive(scene: Scene, out: Checklist) -> None:
     from runtime.doors.base import open_door
-    from runtime.identity import alive, cmdline
+    from runtime.procfs import alive, cmdline
 
     assert scene.config is not None
     door = open_door(scene.config)
@@ -89,7 +89,7 @@ def _door_alive(scene: Scene, out: Checklist) -> None:
 
 
 def _plan_lines(config: Config, out: Checklist) -> None:
-    from runtime.report import plan_report
+    from runtime.engine.report import plan_report
 
     plan = plan_report(None, config)
     turns = plan["turns"]

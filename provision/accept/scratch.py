@@ -123,7 +123,7 @@ class Scratch:
 
     def wait_old(self, host: Host, timeout: float) -> int | None:
         """Poll the scratch pane until it runs the copied session; its pid or None."""
-        from runtime.identity import alive, cmdline
+        from runtime.procfs import alive, cmdline
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -158,7 +158,7 @@ class Scratch:
     def wait_terminal(self, operation_id: str, terminal: tuple[str, ...]) -> Any:
         """Poll the scratch operation until it ends — for ``activated``, until the worker's
         watch after activation has ended too (bounded by the switch timeouts)."""
-        from runtime.store import Store
+        from runtime.switch.store import Store
 
         sw = self.config().switch
         deadline = (time.monotonic() + sw.stable_timeout_seconds + sw.activation_timeout_seconds
@@ -176,7 +176,7 @@ class Scratch:
         return record
 
     def events(self, operation_id: str) -> list[dict[str, Any]]:
-        from runtime.store import Store
+        from runtime.switch.store import Store
 
         return Store(self.state).events(operation_id)
 
@@ -291,7 +291,7 @@ def _plugin_standins(scene: Scene, plugins: list[str], claude_dir: str, market: 
 
     from provision.accept.standins import plugin_standins
     from provision.errors import HostError
-    from runtime.servers import plugin_expected
+    from runtime.channels.running import plugin_expected
 
     host, spec = scene.host, scene.profile.claude
     real_dir = (spec.config_dir or f"{spec.home.rstrip('/')}/.claude").rstrip("/")

@@ -1,7 +1,8 @@
 """Harmless stand-ins for the deployment's channel servers, registered in the drill's scratch.
 
 The drill must prove what the real switch will check: the health check recognises each expected
-channel server from its registration (runtime/servers.py). So the scratch claude gets, under the
+channel server from its registration (runtime/channels/running.py). So the scratch claude gets,
+under the
 **same names**, registrations with the **same argv shape** as the real ones — the same number of
 arguments, the same env names — but the program is ``standin_server.py`` (a silent stdio MCP
 server, stdlib only), every argument is a neutral placeholder and every env value a dummy. The
@@ -36,7 +37,8 @@ DUMMY = "tl-drill-stand-in"
 
 
 def standin_spec(real: Any, index: int) -> dict[str, Any]:
-    """A registration shaped like ``real`` (a runtime.channels.ServerSpec) that runs nothing real.
+    """A registration shaped like ``real`` (a runtime.channels.registry.ServerSpec) that runs
+    nothing real.
 
     The argv is ``python standin_server.py ARG…`` with one placeholder per real argument
     (``--drill-arg-<index>-<n>``: unique per server, never the registration name).
@@ -54,7 +56,7 @@ def standins(expected: Sequence[str], real_json: str | None, real_mcp_json: str 
     servers get a stand-in; an unregistered name is reported (the drill's health check says so
     too). Plugin channels are skipped here: ``plugin_standins`` lays them out.
     """
-    from runtime.channels import registrations
+    from runtime.channels.registry import registrations
 
     real = registrations(real_json, real_mcp_json, real_workdir, env)
     servers: dict[str, Any] = {}

@@ -51,7 +51,7 @@ def wiring_stage(scene: Scene, out: Checklist, pause: float = 2.0,
 
 def _hook_absent(scene: Scene, out: Checklist, name: str, pause: float | None = None) -> None:
     """With ``hook.enabled: false`` our Stop hook must not be in settings.json."""
-    from provision.settings import find_stop_hook, parse_settings
+    from provision.parsers.settings import find_stop_hook, parse_settings
 
     path = scene.profile.claude.settings_path
     entry = find_stop_hook(parse_settings(scene.host.read_bytes(path), path),
@@ -63,7 +63,7 @@ def _hook_absent(scene: Scene, out: Checklist, name: str, pause: float | None = 
 
 
 def _hook_present(scene: Scene, out: Checklist, name: str, pause: float | None = None) -> None:
-    from provision.settings import find_stop_hook, parse_settings
+    from provision.parsers.settings import find_stop_hook, parse_settings
 
     path = scene.profile.claude.settings_path
     entry = find_stop_hook(parse_settings(scene.host.read_bytes(path), path),
@@ -81,7 +81,7 @@ def _hook_present(scene: Scene, out: Checklist, name: str, pause: float | None =
 
 
 def _store_snapshot(config: Config) -> dict[str, tuple[str, int]]:
-    from runtime.store import Store
+    from runtime.switch.store import Store
 
     if config.state_dir is None:
         return {}
@@ -165,7 +165,7 @@ def _resume_equiv(scene: Scene, out: Checklist) -> None:
 
 
 def _channels(scene: Scene, out: Checklist) -> None:
-    from provision.verify import dev_channel_servers, missing_channel_flags
+    from provision.tasks.verify import dev_channel_servers, missing_channel_flags
 
     assert scene.manifest is not None and scene.config is not None
     resume = tuple(scene.config.switch.resume_argv)

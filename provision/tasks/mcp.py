@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 from provision.actions import Action, RunCommand, Task
 from provision.errors import FactError, McpRegistrationError
 from provision.tasks.settings import find_tl_rebuild, previous_config
-from runtime.channels import SCOPE_ORDER, scope_tables
+from runtime.channels.registry import SCOPE_ORDER, scope_tables
 
 if TYPE_CHECKING:
     from provision.host import Host
     from provision.profile import Profile
     from provision.result import Context
 
-SCOPES = SCOPE_ORDER  # claude's precedence, highest first (runtime/channels.py owns it)
+SCOPES = SCOPE_ORDER  # claude's precedence, highest first (runtime/channels/registry.py owns it)
 EXPECTED_TOOLS = (
     "thread_rebuild_doctor", "thread_rebuild_dirty", "thread_rebuild_plan",
     "thread_rebuild_request", "thread_rebuild_status", "thread_rebuild_cancel",

@@ -11,7 +11,7 @@ everywhere sudo exists: a sudoers drop-in for exactly these three command lines,
     claude ALL=(root) NOPASSWD: /usr/bin/systemctl restart claude.service, \
         /usr/bin/systemctl show -p MainPID --value claude.service, \
         /usr/bin/systemd-run --scope -p KillMode=process --unit=tl-worker-claude_service \
-        --uid=claude -- /opt/threadline/bin/python -m runtime.worker --scheduled --config C
+        --uid=claude -- /opt/threadline/bin/python -m runtime.switch.worker --scheduled --config C
 
 (the runtime config's ``switch.systemd.sudo_user`` makes the door and the hook use them; the
 worker takes the one scheduled operation, so no operation id appears in the rule). It is
@@ -62,7 +62,7 @@ def privileged_commands(user: str, unit: str, systemctl: str, systemd_run: str,
     scope = worker_scope_name(unit)
     restart = (systemctl, "restart", unit)
     main_pid = (systemctl, *SystemdDoor.MAIN_PID, unit)
-    worker = (*worker_scope(systemd_run, scope, user), python, "-m", "runtime.worker",
+    worker = (*worker_scope(systemd_run, scope, user), python, "-m", "runtime.switch.worker",
               "--scheduled", "--config", config)
     return restart, main_pid, worker
 

@@ -1,7 +1,7 @@
 """Task ``StopHook``: our Stop hook in the claude user's settings.json (SPEC §5.2 step 7).
 
 Facts are the file's bytes and mode, read through the host; the plan parses them strictly and
-merges only our handler (provision/settings.py); the action is an atomic write with a backup
+merges only our handler (provision/parsers/settings.py); the action is an atomic write with a backup
 that keeps the file mode. The engine re-reads the facts after the write, so a file that does not
 hold our entry afterwards makes the task ``failed``.
 
@@ -13,7 +13,7 @@ The handler written (the marker is ``tl-rebuild hook-stop``)::
 
 Several companions may share the claude user's settings.json: this profile's handler is the one
 whose ``--config`` is its config path (or the path its manifest recorded, when the file moved);
-other companions' handlers are never changed or removed (provision/settings.py).
+other companions' handlers are never changed or removed (provision/parsers/settings.py).
 
 ``StopHook(present=False)`` removes our handler (and nothing else): the way to disable the
 rebuild trigger while keeping the MCP server. Without an explicit ``present`` the profile's
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from provision.actions import Action, RunCommand, Task, WriteFile
 from provision.errors import FactError, SettingsError
-from provision.settings import (
+from provision.parsers.settings import (
     dump_settings,
     find_stop_hook,
     hook_config,

@@ -4,11 +4,11 @@ Beside *which door* (``runtime/doors/``) stands *which agent CLI*: every rule ab
 agent's argv — its channel flags, turning a launch into a resume, the environment a relaunch
 carries, where it records which session a process runs — lives in that agent's module here
 and nowhere else. ``claude`` is the only one today; a ``codex`` module implements the same
-``AgentCli`` protocol when Codex sessions are switched too (``runtime/agent.py`` already
+``AgentCli`` protocol when Codex sessions are switched too (``runtime/agents/detect.py`` already
 tells which agent wrote a session file; ``cli_for`` maps that name to its rules).
 
 Every function here is pure: bytes, argv lists and mappings in, values out; reading /proc or
-a file is the caller's (``runtime/identity.py``, ``provision/host.py``).
+a file is the caller's (``runtime/procfs.py``, ``provision/host.py``).
 """
 
 from __future__ import annotations

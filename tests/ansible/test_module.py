@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 
 from provision.actions import EnsureDir, RunCommand, WriteFile
+from provision.parsers.settings import stop_subtree_diff
 from provision.result import Report, Status, TaskResult
-from provision.settings import stop_subtree_diff
 from tests.ansible.conftest import COLLECTION_SRC, _ansible_bin
 
 MODULE_PATH = COLLECTION_SRC / "plugins" / "modules" / "provision.py"

@@ -8,7 +8,7 @@ Reports medians of:
   channel server listening);
 - ``stop→switched`` and ``stop→activated`` from the operation timeline (``scheduled`` is the
   Stop hook; ``activated`` comes once the positive evidence has held
-  ``activation_stable_seconds``, runtime/activation.py; the watch of ``healthcheck_seconds``
+  ``activation_stable_seconds``, runtime/switch/activation.py; the watch of ``healthcheck_seconds``
   follows it and is not counted);
 - ``stop→listening``: the Stop hook → the new claude's channel server is ready to push (its own
   log line after the MCP handshake; ``activated`` only sees the server process, so it may come

@@ -2,8 +2,10 @@
 
 Run: ``python tests/benchmarks/bench_health.py [--runs N] [--servers K]``. Starts K stand-in
 servers (``python -c`` sleepers, none naming its registration) under a parent, registers them in
-a temp ``CLAUDE_CONFIG_DIR``, then times ``runtime.servers.resolve`` (read the registrations as
-that parent would) and ``runtime.servers.look`` (walk /proc, read argv + environ, match). The
+a temp ``CLAUDE_CONFIG_DIR``, then times ``runtime.channels.running.resolve`` (read the
+registrations as
+that parent would) and ``runtime.channels.running.look`` (walk /proc, read argv + environ, match).
+The
 health check looks every 0.5 s during the window; the figure to report is the median look in ms
 with the number of processes on the machine.
 """
@@ -32,7 +34,7 @@ for k in kids:
 
 
 def main() -> int:
-    from runtime import servers as srv
+    from runtime.channels import running as srv
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=50)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import health
-from runtime import identity as ident
+from runtime import procfs as ident
+from runtime.switch import health
 from tests.e2e.fake_api import FakeApi
 from tests.e2e.harness import (
     CHANNEL_FLAGS,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime import ops
 from runtime.config import load_config
-from runtime.store import Store
+from runtime.switch import ops
+from runtime.switch.store import Store
 from tests.e2e.fake_api import FakeApi
 from tests.e2e.harness import ClaudePane, Machine, install_threadline
 from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime.identity import environ, value_digest
+from runtime.procfs import environ, value_digest
 from tests.e2e.fake_api import Cue, FakeApi
 from tests.e2e.harness import (
     ClaudePane,

@@ -85,8 +85,8 @@ def test_a_fresh_install_passes_every_readonly_and_wiring_line(installed: Deploy
 
 def test_synthetic_stop_leaves_a_pending_operation_pending(installed: Deployment) -> None:
     from runtime.config import load_config
-    from runtime.ops import request
-    from runtime.ops import status as op_status
+    from runtime.switch.ops import request
+    from runtime.switch.ops import status as op_status
 
     config = load_config(installed.config_path)
     session = config.project_dir and sorted(config.project_dir.glob("*.jsonl"))[0].stem

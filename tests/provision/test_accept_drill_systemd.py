@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from provision import engine
-from provision.manifest import Manifest
 from provision.profile import profile_from_mapping
 from provision.result import Context
 from provision.tasks.files import Directories, LaunchDropIn, RuntimeConfig
 from provision.tasks.launcher import LaunchCommand, ResumeCommand
+from provision.tasks.manifest import Manifest
 from tests.fakes import SandboxHost
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
 from tests.provision.test_restart import UNIT, claude_in_tmux_unit

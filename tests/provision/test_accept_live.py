@@ -17,7 +17,7 @@ import pytest
 from provision.accept import FAIL, PASS
 from provision.accept.live import channel_source, expected_channels
 from runtime.config import load_config
-from runtime.store import Store
+from runtime.switch.store import Store
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
 from tests.fixtures.deployment import LAUNCH_FLAGS, Deployment
 from tests.fixtures.tmux import wait_for

@@ -46,7 +46,7 @@ def test_the_stand_in_server_answers_mcp_and_exits_at_eof() -> None:
 
 
 def _plugin_specs(manifest: dict, root: str) -> list:
-    from runtime.channels import plugin_servers
+    from runtime.channels.registry import plugin_servers
 
     return plugin_servers(json.dumps(manifest), "tg@mkt", [root], {})
 
@@ -82,7 +82,7 @@ def test_a_plugin_stand_in_is_laid_out_as_claude_installs_one_without_secrets() 
 
 def test_a_directory_marketplace_stand_in_runs_in_place_like_the_real_one() -> None:
     from provision.accept.standins import plugin_standins
-    from runtime.channels import in_place_root, marketplace_dir
+    from runtime.channels.registry import in_place_root, marketplace_dir
 
     specs = _plugin_specs({"mcpServers": {"b": {"command": "sh", "args": ["-c", "x"]}}}, "/m/p")
     real = {"source": {"source": "directory", "path": "/home/u/market"},

@@ -75,7 +75,7 @@ def _task_classes() -> set[str]:
 
     modules = [f"provision.tasks.{info.name}"
                for info in pkgutil.iter_modules(provision.tasks.__path__)]
-    for module in [*modules, "provision.verify", "provision.manifest"]:
+    for module in [*modules, "provision.tasks.verify", "provision.tasks.manifest"]:
         importlib.import_module(module)  # a module that does not import fails here, by name
     found, todo = set(), list(Task.__subclasses__())
     while todo:

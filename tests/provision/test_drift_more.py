@@ -14,9 +14,9 @@ import yaml
 
 from provision import engine
 from provision.drift import Finding, check_drift
-from provision.manifest import Manifest
 from provision.result import Context, Status
 from provision.tasks.launcher import LaunchCommand, ResumeCommand
+from provision.tasks.manifest import Manifest
 from tests.fakes import FakeHost
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
 from tests.fixtures.deployment import Deployment, write_profile

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from provision import facts as F
 from provision.errors import FactError, IntrospectError
+from provision.parsers import facts as F
 from runtime.agents import decode_cmdline
 
 # tmux 3.3a: list-panes -a -F PANE_FORMAT, pane started as one shell string (captured here)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from provision import facts as F
 from provision.errors import IntrospectError
+from provision.parsers import facts as F
 
 
 def test_inline_assignments_before_exec_are_the_launch_environment() -> None:

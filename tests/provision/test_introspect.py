@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from provision.errors import IntrospectError
-from provision.facts import PANE_FORMAT
 from provision.introspect import introspect
+from provision.parsers.facts import PANE_FORMAT
 from provision.profile import profile_from_mapping
 from tests.fakes import FakeHost
 

@@ -20,8 +20,8 @@ from provision.host import LocalHost
 from provision.introspect import introspect
 from provision.profile import Profile, load_profile
 from provision.result import Context
-from runtime.identity import value_digest
 from runtime.paths import encode_project_dir
+from runtime.procfs import value_digest
 from tests.fixtures.deployment import Deployment, write_profile
 from tests.fixtures.tmux import wait_for
 

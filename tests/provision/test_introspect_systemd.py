@@ -17,11 +17,11 @@ import pytest
 from provision import engine
 from provision.drift import check_drift
 from provision.introspect import introspect
-from provision.manifest import Manifest
 from provision.profile import profile_from_mapping
 from provision.result import Context, Status
 from provision.tasks.files import Directories, LaunchDropIn, RuntimeConfig
 from provision.tasks.launcher import LaunchCommand, RestartClaude, ResumeCommand
+from provision.tasks.manifest import Manifest
 from tests.fakes import SandboxHost
 from tests.fixtures.deployment import install_stand_in
 from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
@@ -97,7 +97,7 @@ def test_real_unit_with_drop_in_reset_then_apply_restart_and_drift(
     statuses = {r.task: r.status for r in first.results}
     assert statuses["LaunchDropIn"] is Status.CHANGED
     # The shell stand-in writes no session record, so --restart-claude would (rightly) refuse;
-    # restart-ready is proven in tests/runtime/test_restart.py and the real-CLI e2e tests.
+    # restart-ready is proven in tests/runtime/switch/test_restart.py and the real-CLI e2e tests.
     sandbox.systemctl("restart", UNIT)
     exec_start = sandbox.systemctl("show", "-p", "ExecStart", "--value", UNIT)
     assert "tl-launch" in exec_start and "--pointer" in exec_start

@@ -18,7 +18,7 @@ from provision.tasks.launcher import LaunchCommand, ResumeCommand
 from provision.tasks.privileges import DoorPrivileges, privileged_commands, sudoers_word
 from runtime.config import config_from_mapping
 from runtime.doors.systemd import SystemdDoor, escape_prefix
-from runtime.schedule import worker_argv
+from runtime.switch.schedule import worker_argv
 from tests.provision.test_tasks_files import BIN, UNIT, _systemd
 
 TASKS = [LaunchCommand(), ResumeCommand(), Directories(), RuntimeConfig(), DoorPrivileges()]
@@ -51,7 +51,7 @@ def test_a_non_root_claude_user_gets_exactly_the_restart_the_main_pid_and_the_wo
     assert rule.splitlines()[2:] == [
         r"Cmnd_Alias TL_WORKER_CLAUDE = /usr/bin/systemd-run --scope -p KillMode\=process "
         r"--unit\=tl-worker-claude_service --uid\=claude -- "
-        f"{PYTHON} -m runtime.worker --scheduled --config /etc/tl/config.toml",
+        f"{PYTHON} -m runtime.switch.worker --scheduled --config /etc/tl/config.toml",
         'Defaults!TL_WORKER_CLAUDE env_keep += "TMUX_TMPDIR HOME CLAUDE_CONFIG_DIR"',
         "claude ALL=(root) NOPASSWD: /usr/bin/systemctl restart claude.service, \\",
         "    /usr/bin/systemctl show -p MainPID --value claude.service, \\",

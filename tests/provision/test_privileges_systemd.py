@@ -30,7 +30,7 @@ from provision.tasks.files import Directories, LaunchDropIn, RuntimeConfig
 from provision.tasks.launcher import LaunchCommand, ResumeCommand
 from provision.tasks.privileges import DoorPrivileges
 from runtime.doors.pointer import write_pointer
-from runtime.store import Store
+from runtime.switch.store import Store
 from tests.fakes import SandboxHost
 from tests.fixtures.second_user import GID, NAME, UID, SandboxUser, user_in_systemd_sandbox
 from tests.fixtures.standin_claude import project_dir_for, write_transcript
@@ -151,9 +151,9 @@ def test_root_applies_a_sudoers_rule_that_lets_the_claude_user_switch_and_nothin
         "another unit": ("systemctl", "restart", "other.service"),
         "stop instead of restart": ("systemctl", "stop", UNIT),
         "a shell in the scope": (*scope, f"--uid={NAME}", "--", "/bin/sh", "-c", "id"),
-        "the worker as root": (*scope, "--uid=root", "--", python, "-m", "runtime.worker",
+        "the worker as root": (*scope, "--uid=root", "--", python, "-m", "runtime.switch.worker",
                                "--scheduled", "--config", config),
-        "another config": (*scope, f"--uid={NAME}", "--", python, "-m", "runtime.worker",
+        "another config": (*scope, f"--uid={NAME}", "--", python, "-m", "runtime.switch.worker",
                            "--scheduled", "--config", "/tmp/other.toml"),
         "any other command": ("id",),
     }

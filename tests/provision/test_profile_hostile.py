@@ -73,7 +73,7 @@ def test_any_odd_value_anywhere_in_a_shipped_inventory_is_a_profile_or_a_profile
     import yaml
 
     from tests.provision.test_profile import INVENTORIES
-    from tests.runtime.test_fuzz_guard import SEED, _paths, odd_value
+    from tests.runtime.engine.test_fuzz_guard import SEED, _paths, odd_value
 
     rng = random.Random(SEED)
     bases = [yaml.safe_load(path.read_text()) for path in INVENTORIES]

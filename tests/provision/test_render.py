@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from provision.errors import RenderError
-from provision.facts import effective_exec_start, parse_systemctl_cat
+from provision.parsers.facts import effective_exec_start, parse_systemctl_cat
 from provision.render import (
     render,
     systemd_argv,

@@ -23,11 +23,11 @@ import pytest
 from provision import engine
 from provision.errors import IntrospectError
 from provision.introspect import introspect
-from provision.manifest import Manifest
 from provision.profile import profile_from_mapping
 from provision.result import Context, Status
 from provision.tasks.files import Directories, LaunchDropIn, RuntimeConfig
 from provision.tasks.launcher import LaunchCommand, RestartClaude, ResumeCommand
+from provision.tasks.manifest import Manifest
 from runtime.doors.pointer import write_pointer
 from tests.fakes import SandboxHost
 from tests.fixtures.deployment import install_stand_in

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from provision.errors import SettingsError
-from provision.settings import (
+from provision.parsers.settings import (
     dump_settings,
     find_stop_hook,
     hook_config,

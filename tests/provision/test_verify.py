@@ -7,7 +7,7 @@ from provision import engine
 from provision.profile import profile_from_mapping
 from provision.result import Context, Status
 from provision.tasks.launcher import LaunchCommand, ResumeCommand
-from provision.verify import Verify, dev_channel_servers, missing_channel_flags
+from provision.tasks.verify import Verify, dev_channel_servers, missing_channel_flags
 from tests.fakes import FakeHost
 from tests.provision.test_introspect import LIVE, SHOW, SHOW_ARGS, UNIT
 

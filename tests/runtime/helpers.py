@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runtime import candidate
-from runtime.candidate import Build
 from runtime.config import Config, config_from_mapping
+from runtime.engine import candidate
+from runtime.engine.candidate import Build
 from tests.fixtures.transcripts import Transcript
 
 

@@ -185,7 +185,7 @@ def test_the_worker_and_the_hook_log_in_one_line_format(
 ) -> None:
     import re
 
-    from runtime.job import log
+    from runtime.switch.job import log
 
     log("op-1: scheduled → running")
     out = capsys.readouterr().out

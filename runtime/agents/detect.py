@@ -1,0 +1,37 @@
+"""Which agent wrote a session file: Claude Code (a transcript) or Codex (a rollout).
+
+A Codex rollout opens with a ``session_meta`` line (or, before mid-2025, a bare
+``{id, timestamp, instructions}`` line); anything else is read as a Claude Code transcript.
+``--agent claude|codex`` forces the choice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+Agent = Literal["claude", "codex"]
+AGENTS: tuple[str, ...] = ("claude", "codex")
+HEAD_BYTES = 4096  # line 0 names its type before its payload
+
+
+def detect(path: Path, forced: str | None = None) -> Agent:
+    """``forced`` when given, else ``codex`` when line 0 of ``path`` is a session_meta."""
+    if forced == "claude":
+        return "claude"
+    if forced == "codex":
+        return "codex"
+    if forced not in (None, "", "auto"):
+        from runtime.errors import ConfigError
+
+        raise ConfigError(f"agent {forced!r} is not one of claude, codex")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return "claude"  # the Claude reader reports the unreadable file
+    if b'"session_meta"' not in head and b'"instructions"' not in head:
+        return "claude"  # a transcript's first line is never parsed twice
+    from runtime.engine.codex.rollout import first_line, session_meta
+
+    return "codex" if session_meta(first_line(path)) is not None else "claude"

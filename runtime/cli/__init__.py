@@ -1,0 +1,88 @@
+"""The ``tl-rebuild`` command line: one parser, lazy handlers, one error boundary.
+
+``hook-stop`` bypasses argparse and every heavy import: Claude Code runs it after every turn,
+so it must stay close to the start-up time of a bare interpreter (see runtime.cli.hook).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from runtime.errors import ThreadlineError
+
+if TYPE_CHECKING:  # argparse only off the hook's path (issue 13 §3: every import counts there)
+    import argparse
+    from collections.abc import Sequence
+
+PROG = "tl-rebuild"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the full parser; each command group registers its own sub-commands."""
+    import argparse
+
+    from runtime.cli import engine as cli_engine
+    from runtime.cli import ops as cli_ops
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Rebuild a long-running Claude Code session: carry every word, drop the noise.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    cli_engine.register(sub)
+    cli_ops.register(sub)
+    # registered here, not in runtime.switch.restart: importing it pulls runtime.switch.health and
+    # the
+    # channel servers into every command (6-12 ms of plan/dirty/fork start-up, issue 13)
+    cmd = sub.add_parser("restart", help="restart claude on SESSION through the door and wait "
+                                         "until it is ready (tl-provision apply --restart-claude)")
+    cmd.add_argument("--session", required=True, help="the session id claude must run after")
+    cmd.add_argument("--config", help="runtime config file (TOML)")
+    cmd.set_defaults(func=_run_restart)
+    hook = sub.add_parser("hook-stop", help="Stop-hook entry (reads the hook JSON on stdin)")
+    hook.set_defaults(func=None)
+    mcp = sub.add_parser("mcp", help="run the stdio MCP server (7 thread_rebuild_* tools)")
+    mcp.add_argument("--config", help="runtime config file (TOML)")
+    mcp.set_defaults(func=_run_mcp)
+    return parser
+
+
+def _run_restart(args: argparse.Namespace) -> int:
+    from runtime.switch import restart
+
+    return restart.run_restart(args)
+
+
+def _run_mcp(args: argparse.Namespace) -> int:
+    from runtime.cli import mcp as mcp_server
+
+    return mcp_server.main(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``tl-rebuild`` command and return its exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook-stop"]:
+        from runtime.cli import hook
+
+        return hook.main(args_list[1:])
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    try:
+        return int(args.func(args) or 0)
+    except ThreadlineError as exc:
+        if args.debug:
+            raise
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""Sub-commands ``plan``, ``dirty`` and ``fork``: the read-only engine and a hand fork.
+
+None of them switches anything. ``fork`` writes a verified candidate session file next to
+the source (or into ``--into``) and prints its id; the source is only ever read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import BlockedError, NothingToCarryError, VerificationError
+
+PROGRESS_MIN_BYTES = 50 * 1024 * 1024
+
+
+def register(sub: Any) -> None:
+    """Add the engine's sub-commands to ``sub``."""
+    plan = sub.add_parser("plan", help="what a rebuild would carry (read-only)")
+    _common(plan, required=False)
+    plan.set_defaults(func=run_plan)
+    dirty = sub.add_parser("dirty", help="runtime noise in the transcript, by category")
+    _common(dirty, required=False)
+    dirty.set_defaults(func=run_dirty)
+    fork = sub.add_parser("fork", help="write the candidate as a new session file (no switch)")
+    _common(fork, required=True)
+    fork.add_argument("--into", metavar="DIR", help="folder for the new session file")
+    fork.add_argument(
+        "--manifest", metavar="PATH", help="also write the per-item manifest (JSONL, 0600) here"
+    )
+    fork.set_defaults(func=run_fork)
+
+
+def _common(parser: argparse.ArgumentParser, required: bool) -> None:
+    where = "" if required else " (default: newest in the config's project_dir)"
+    parser.add_argument("--transcript", metavar="P", required=required, help="transcript" + where)
+    parser.add_argument("--config", metavar="C", help="runtime config (else $THREADLINE_CONFIG)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--agent", choices=("claude", "codex"), help="whose file it is (default: from line 0)"
+    )
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from runtime.config import config_path_from, load_config
+
+    return load_config(config_path_from(args.config))
+
+
+def _report(args: argparse.Namespace, build: Any, show: Any) -> int:
+    """Pick the transcript, build one read-only report, print it as JSON or with ``show``."""
+    from runtime.engine.report import pick_transcript
+
+    config = _config(args)
+    source = pick_transcript(args.transcript, config)
+    report = build(source, config, progress=_progress_for(str(source)), agent=args.agent)
+    if args.json:
+        _emit_json(report)
+    else:
+        show(report)
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from runtime.engine.report import plan_report
+
+    return _report(args, plan_report, _print_plan)
+
+
+def run_dirty(args: argparse.Namespace) -> int:
+    from runtime.engine.report import dirty_report
+
+    return _report(args, dirty_report, lambda report: _print_rows(_dirty_rows(report)))
+
+
+def run_fork(args: argparse.Namespace) -> int:
+    from runtime import proc
+    from runtime.agents.detect import detect
+    from runtime.engine.transcript import resolve_transcript
+
+    config = _config(args)
+    source = resolve_transcript(args.transcript, config)
+    codex = detect(source, args.agent) == "codex"
+    if codex:
+        from runtime.engine.codex import candidate
+        from runtime.engine.codex.verify import verify_rollout as verify_candidate
+    else:
+        from runtime.engine import candidate  # type: ignore[no-redef]
+        from runtime.engine.verify import verify_candidate  # type: ignore[assignment]
+    built = candidate.build(source, config, progress=_progress_for(args.transcript))
+    if built.empty_reason is not None:
+        raise NothingToCarryError(f"nothing to carry from {str(source)!r}: {built.empty_reason}")
+    if built.blocked_reason is not None:
+        raise BlockedError(f"fork of {str(source)!r} refused: {built.blocked_reason}")
+    directory = Path(args.into).expanduser() if args.into else source.parent
+    if codex and not args.into:
+        directory = candidate.default_folder(source, built.created)  # type: ignore[attr-defined]
+    path = candidate.write(built, directory)  # type: ignore[arg-type]
+    try:
+        checked = verify_candidate(path, built)  # type: ignore[arg-type]
+    except VerificationError:
+        proc.remove(path)
+        raise
+    resume = f"codex resume {built.new_session_id}" if codex else (
+        f"claude --resume {built.new_session_id}"
+    )
+    workdir = built.meta.get("cwd") if codex else None  # type: ignore[attr-defined]
+    result: dict[str, Any] = {
+        "new_session_id": built.new_session_id,
+        "candidate_path": str(path),
+        "source": str(source),
+        "stats": built.stats(),
+        "verify": checked.as_dict(),
+        "resume": resume,
+    }
+    if type(workdir) is str and workdir:
+        result["workdir"] = workdir
+    if args.manifest:
+        manifest = Path(args.manifest).expanduser().absolute()
+        try:
+            digest = candidate.write_manifest(built, manifest)
+        except BaseException:
+            # a fork that fails leaves no session behind: the stray one would be the newest
+            # in the live project folder, read by plan/dirty and by claude --continue
+            proc.remove(path)
+            raise
+        result["manifest"] = {"path": str(manifest), "sha256": digest,
+                              "entries": len(built.manifest)}
+    if args.json:
+        _emit_json(result)
+    else:
+        stats = result["stats"]
+        _print_rows(
+            [
+                ("new_session_id", built.new_session_id),
+                ("candidate_path", str(path)),
+                ("turns carried", f"{stats['turns']['selected']} of {stats['turns']['source']}"),
+                ("items", stats["items"]),
+                ("verified", ", ".join(checked.checks)),
+                *(
+                    [("manifest", "{path} sha256 {sha256}".format(**result["manifest"]))]
+                    if "manifest" in result
+                    else []
+                ),
+                ("resume", f"cd {_workdir(result)} && {result['resume']}"),
+            ]
+        )
+    return 0
+
+
+def _workdir(result: dict[str, Any]) -> str:
+    """The recorded working folder, shell-quoted (Codex rollouts record it), else a placeholder."""
+    return shlex.quote(result["workdir"]) if "workdir" in result else "<workdir>"
+
+
+def _emit_json(obj: Any) -> None:
+    from runtime.cli.output import emit_json
+
+    emit_json(obj)
+
+
+def _print_rows(rows: list[tuple[str, Any]]) -> None:
+    from runtime.cli.output import table
+
+    table(rows)
+
+
+def _print_plan(report: dict[str, Any]) -> None:
+    turns = report["turns"]
+    speech = report["speech"]
+    tokens = report["tokens"]
+    rows: list[tuple[str, Any]] = [
+        ("transcript", report["transcript"]),
+        ("turns", f"{turns['selected']} of {turns['source']} carried"),
+        (
+            "open tail",
+            f"{'yes' if turns['open_tail'] else 'no'}"
+            f"{' (excluded)' if turns['excluded_open_tail'] else ''}",
+        ),
+        ("dropped oldest turns", turns["dropped_oldest_turns"]),
+        ("items", report["items"]),
+    ]
+    for kind, count in speech["source"].items():
+        rows.append((f"speech {kind}", f"{speech['candidate'][kind]} of {count} carried"))
+    snapshot = report["startup_snapshot"]
+    rows += [
+        (
+            "slash commands",
+            "{carried} carried, {local_dropped} local dropped".format(**report["slash_commands"]),
+        ),
+        ("token estimate", tokens["estimate"]),
+        ("startup snapshot", snapshot.get("sha256", "no") if snapshot["present"] else "no"),
+        (
+            "compaction summaries",
+            "{summaries} seen, {carried} carried".format(**report["compaction"]),
+        ),
+        ("poison hits", f"{report['poison']['hits']} (threshold {report['poison']['threshold']})"),
+        ("timestamps replaced", _fallbacks(report["timestamp_fallbacks"])),
+        ("malformed lines", report["malformed"]["lines"]),
+        ("ignored types", _counts(report["ignored"]["types"])),
+        ("unrecognised speech", _counts(report["recognition_audit"]["unrecognised"]) or "-"),
+        ("blocked", report["blocked_reason"] or "no"),
+        ("nothing to carry", report["nothing_to_carry"] or "no"),
+    ]
+    if "estimate_with_overhead" in tokens:
+        rows.append(("estimate + fixed overhead", tokens["estimate_with_overhead"]))
+    rows += [(f"dirty {k}", v) for k, v in _dirty_rows(report["dirty"]) if k != "transcript"]
+    _print_rows(rows)
+
+
+def _dirty_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    if "transcript" in report:
+        rows.append(("transcript", report["transcript"]))
+    rows += [(name, nbytes) for name, nbytes in report["categories"].items()]
+    rows += [
+        ("other by type", _counts(report["other_by_type"])),
+        ("noise_bytes", report["noise_bytes"]),
+        ("conversation_bytes", report["conversation_bytes"]),
+        ("noise_ratio", report["noise_ratio"]),
+        ("image_seen", report["image_seen"]),
+        ("should_rebuild", report["should_rebuild"]),
+        ("reasons", "; ".join(report["reasons"]) or "-"),
+    ]
+    return rows
+
+
+def _fallbacks(fallbacks: dict[str, Any]) -> str:
+    if not fallbacks["replaced"]:
+        return "0"
+    return "{replaced} (earlier={earlier}, later={later}, epoch={epoch}; rule: {rule})".format(
+        **fallbacks
+    )
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in counts.items()) or "-"
+
+
+def _progress_for(transcript: str) -> Any:
+    """A stderr progress printer for big files on a terminal, else None."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        size = os.path.getsize(transcript)
+    except OSError:
+        return None
+    if size <= PROGRESS_MIN_BYTES:
+        return None
+    name = Path(transcript).name
+
+    def show(done: int, total: int) -> None:
+        percent = 100 * done // total if total else 100
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\rtl-rebuild: reading {name} {percent:3d}%{end}")
+        sys.stderr.flush()
+
+    return show

@@ -1,0 +1,219 @@
+"""``tl-rebuild mcp``: the stdio MCP server (official SDK v2) with the seven thread_rebuild tools.
+
+Each tool is one typed function whose docstring is what the model reads. Read-only tools
+(doctor, dirty, plan, status) carry ``readOnlyHint`` so they can be allow-listed; the writing
+tools keep the permission prompt and need their confirmation word (REBUILD, CANCEL, ROLLBACK).
+A wrong word, like every other error the model can act on, is *raised* as a ToolError: the
+call fails with the one-line message, and nothing is written.
+
+A request is bound to the session of the claude that runs this server: walking up the parent
+processes, the first pid with ``$CLAUDE_CONFIG_DIR/sessions/<pid>.json`` names it (sessionId).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from runtime.config import Config, config_path_from, load_config
+from runtime.errors import ThreadlineError
+from runtime.paths import claude_config_dir
+from runtime.procfs import claude_session_record, parse_stat
+from runtime.switch.ops import MAX_REASON_CHARS
+
+SERVER_NAME = "threadline"
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+SWITCHES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+T = TypeVar("T")
+
+Transcript = Annotated[
+    str | None,
+    Field(description="Path of a session transcript (.jsonl) inside project_dir; "
+                      "default: the newest session of project_dir."),
+]
+OperationId = Annotated[str, Field(description="Operation id, as returned by a request.")]
+
+
+def claude_session_id(start_pid: int | None = None, config_dir: Path | None = None) -> str | None:
+    """The sessionId of the nearest ancestor process that is a running claude, or None.
+
+    A record left by an earlier process with a recycled pid names another session: it is
+    skipped like junk (``claude_session_record`` checks the start time)."""
+    folder = config_dir if config_dir is not None else claude_config_dir()
+    pid = start_pid if start_pid is not None else os.getppid()
+    seen: set[int] = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        record = claude_session_record(folder, pid)
+        if record is not None and isinstance(record.get("sessionId"), str):
+            return str(record["sessionId"]) or None
+        try:
+            stat = parse_stat(Path(f"/proc/{pid}/stat").read_text())
+        except OSError:
+            return None
+        if stat is None:
+            return None
+        pid = stat[1]
+    return None
+
+
+def _confirm(word: str, confirmation: str) -> None:
+    """Refuse before anything is read or written (ops checks again)."""
+    if confirmation != word:
+        raise ToolError(
+            f"the confirmation word must be exactly {word!r} (got {confirmation!r}); "
+            "ask the human to confirm, nothing was written"
+        )
+
+
+def _call(fn: Callable[[], T]) -> T:
+    """Run an operations/report call; its errors become tool errors the model can read."""
+    try:
+        return fn()
+    except ThreadlineError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def build_server(load: Callable[[], Config]) -> MCPServer:
+    """The server with its seven tools; ``load`` returns the runtime config for each call."""
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        instructions=(
+            "Threadline rebuilds this long-running Claude Code session onto a clean session "
+            "file that keeps every human and assistant word and drops tool noise. Read-only: "
+            "thread_rebuild_doctor, _dirty, _plan, _status. Writing tools need the human's "
+            "confirmation word: request (REBUILD), cancel (CANCEL), rollback_request (ROLLBACK). "
+            "A request only registers the rebuild; the switch happens after your turn ends."
+        ),
+    )
+
+    @server.tool(annotations=READ_ONLY)
+    def thread_rebuild_doctor() -> dict[str, Any]:
+        """Check that threadline is set up to rebuild this session: config, store, door, hook.
+
+        Returns a list of checks, each with ok and a detail; nothing is changed.
+        """
+        from runtime.switch import ops
+
+        return _call(lambda: ops.doctor(load()))
+
+    @server.tool(annotations=READ_ONLY)
+    def thread_rebuild_dirty(transcript: Transcript = None) -> dict[str, Any]:
+        """Measure the tool noise in this session's transcript and whether a rebuild is advised.
+
+        Bytes per noise category (tool results, tool calls, thinking, images, injected blocks …),
+        conversation bytes, noise ratio and should_rebuild. Advisory only; nothing is changed.
+        """
+        from runtime.engine import report
+
+        return _call(lambda: report.dirty_report(transcript, load()))
+
+    @server.tool(annotations=READ_ONLY)
+    def thread_rebuild_plan(transcript: Transcript = None) -> dict[str, Any]:
+        """Show what a rebuild of this session would carry (every turn, verbatim) and drop.
+
+        Turns, speech counts per kind, ignored event types, token estimate, poison score, blocked
+        reason and the dirty ledger. Nothing is written.
+        """
+        from runtime.engine import report
+
+        return _call(lambda: report.plan_report(transcript, load()))
+
+    @server.tool(annotations=WRITES)
+    def thread_rebuild_request(
+        reason: Annotated[str, Field(
+            description=f"Why to rebuild the session, in one sentence (at most "
+                        f"{MAX_REASON_CHARS} characters; stored in the audit record, so "
+                        "never quote the conversation).",
+            max_length=MAX_REASON_CHARS)],
+        confirmation: Annotated[str, Field(description="The human's word: exactly REBUILD.")],
+    ) -> dict[str, Any]:
+        """Register a rebuild of this session once the human said REBUILD; switches after this turn.
+
+        Only records a pending operation bound to this session, then reply normally: when your
+        turn ends, the Stop hook builds the clean session and switches to it.
+        """
+        from runtime.switch import ops
+
+        _confirm("REBUILD", confirmation)
+        session_id = claude_session_id()
+        return _call(lambda: ops.request(load(), reason, confirmation, session_id=session_id,
+                                         source="mcp"))
+
+    @server.tool(annotations=READ_ONLY)
+    def thread_rebuild_status(
+        operation_id: Annotated[
+            str | None, Field(description="Operation id; default: the active, else the latest.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Report the state and timeline of a rebuild operation (default: active, else latest).
+
+        State (pending, scheduled, running, …, activated, failed, rolled_back), worker status,
+        every recorded phase, and for a pending request its age and when it expires (an expired
+        request is cancelled, not carried out). Nothing is changed.
+        """
+        from runtime.switch import ops
+
+        return _call(lambda: ops.status(load(), operation_id))
+
+    @server.tool(annotations=WRITES)
+    def thread_rebuild_cancel(
+        operation_id: OperationId,
+        confirmation: Annotated[str, Field(description="The human's word: exactly CANCEL.")],
+    ) -> dict[str, Any]:
+        """Cancel a rebuild that has not started switching yet, after the human said CANCEL."""
+        from runtime.switch import ops
+
+        _confirm("CANCEL", confirmation)
+        return _call(lambda: ops.cancel(load(), operation_id, confirmation))
+
+    @server.tool(annotations=SWITCHES)
+    def thread_rebuild_rollback_request(
+        operation_id: OperationId,
+        confirmation: Annotated[str, Field(description="The human's word: exactly ROLLBACK.")],
+    ) -> dict[str, Any]:
+        """Ask to go back to the session before an activated rebuild, after the human said ROLLBACK.
+
+        Reports how many turns were said in the new session since the switch (the old session will
+        not have them); the switch back happens after this turn ends.
+        """
+        from runtime.switch import ops
+
+        _confirm("ROLLBACK", confirmation)
+        return _call(lambda: ops.rollback_request(load(), operation_id, confirmation))
+
+    _forbid_unknown_arguments(server)
+    return server
+
+
+def _forbid_unknown_arguments(server: MCPServer) -> None:
+    """Make every tool refuse arguments it does not declare (the SDK drops them silently, so
+    a misspelt ``operation_id`` would act on the default operation instead)."""
+    manager = server._tool_manager  # noqa: SLF001 - the SDK offers no public hook for this
+    for tool in manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters = model.model_json_schema(by_alias=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Serve the tools over stdio until the client closes the connection."""
+    path = config_path_from(getattr(args, "config", None))
+    load_config(path)  # a broken config fails the start, with the key, not the first call
+
+    def load() -> Config:
+        return load_config(path)  # re-read per call: an edited config takes effect at once
+
+    build_server(load).run("stdio")
+    return 0
+

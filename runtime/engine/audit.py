@@ -1,0 +1,352 @@
+"""The independent recognition audit (issue 12 §3): a second, deliberately simple reading.
+
+The classifier (runtime.engine.classify) is an allowlist: a speech shape it does not know is
+silently
+not speech, and comparing it with itself proves nothing (SPEC §6: "3 of 3 turns" while 22
+channel turns were never recognised). This module shares no code with it. It sees every
+parsed line of the same single read (``transcript.scan``'s observer, before the classifier)
+and counts *candidate* speech by raw shape:
+
+- ``queue-operation`` enqueue texts (what was typed or pushed, echoed by Claude Code);
+- ``<channel …>`` openings in user text, whatever the attribute order;
+- ``origin.kind`` on user events (other than ``human`` and ``task-notification``);
+- attachments carrying a ``prompt`` (any subtype, prompt mode);
+- ``tool_use`` blocks whose name says ``reply`` with a text argument;
+- ``<command-name>`` tags (slash commands);
+- raw text blocks of user/assistant lines not marked meta/sidechain, after removing *every*
+  tag pair (not only the configured injected ones), interrupt markers excepted.
+
+Each candidate is compared with what the classifier produced for the same line (by event uuid
+and role; enqueue texts by their words). Where the simple reading finds more than the classifier
+recognised, the rebuild is blocked with the shape and the line number: ``unrecognised speech``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import msgspec
+
+from runtime.engine.speech import MARK_KEY
+
+# the definition of a tag pair; ``_drop_pairs`` applies it (tests hold the two equal)
+_PAIR = re.compile(r"<([A-Za-z][\w:.-]*)(?:\s[^>]*)?>.*?</\1\s*>", re.S)
+_OPEN = re.compile(r"<([A-Za-z][\w:.-]*)(?:\s[^>]*)?>")  # _PAIR's opening tag
+_CLOSE_END = re.compile(r"\s*>")  # what follows ``</name`` in _PAIR's closing tag
+_LONE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^>]*)?/?>")
+_CHANNEL = re.compile(r"<channel\s")
+_REPLY_ARGS = ("text", "message", "content")
+
+
+class _Tool(msgspec.Struct):
+    type: Any = None
+    name: Any = None
+
+
+class _Said(msgspec.Struct):
+    content: list[_Tool] | str | None = None
+
+
+class _Attached(msgspec.Struct):
+    prompt: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Line(msgspec.Struct):
+    """What ``wants`` reads of a settled line: an assistant line's block types and tool names,
+    whether an attachment has a prompt (nothing else is built; a tool's input is skipped)."""
+
+    message: _Said | None = None
+    attachment: _Attached | None = None
+
+
+_decode_line = msgspec.json.Decoder(_Line).decode
+NOT_SPEECH_ORIGINS = ("human", "task-notification")  # human: judged by its text below
+# Claude Code's own reports, also when a line was cut before the closing tag
+NOT_SPEECH_OPENINGS = ("<task-notification", "[Request interrupted")
+
+
+@dataclass
+class Recognised:
+    """What the classifier produced: utterances per (event uuid, role), human texts, slashes."""
+
+    per_line: Counter[tuple[str, str]] = field(default_factory=Counter)
+    human_texts: list[str] = field(default_factory=list)
+    slash_seen: int = 0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line where the simple reading saw more speech than the classifier recognised."""
+
+    shape: str
+    line: int
+
+
+@dataclass
+class AuditResult:
+    """Per shape: candidates seen and how many were not recognised; the first findings."""
+
+    shapes: Counter[str] = field(default_factory=Counter)
+    unrecognised: Counter[str] = field(default_factory=Counter)
+    findings: list[Finding] = field(default_factory=list)
+
+    def reason(self) -> str | None:
+        """The blocking reason naming the first unrecognised shape and its line, or None."""
+        if not self.findings:
+            return None
+        first = self.findings[0]
+        more = sum(self.unrecognised.values()) - 1
+        tail = f" (and {more} more)" if more > 0 else ""
+        return (f"unrecognised speech: {first.shape} at line {first.line}{tail}; the speech "
+                "rules do not know this shape, so a rebuild would lose it")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "candidates": dict(self.shapes),
+            "unrecognised": dict(self.unrecognised),
+            "first_lines": [{"shape": f.shape, "line": f.line} for f in self.findings[:20]],
+        }
+
+
+def plain(text: str) -> str:
+    """``text`` without any tag pair or lone tag, whitespace-trimmed."""
+    if "<" not in text:
+        return text.strip()
+    return _LONE.sub("", _drop_pairs(text)).strip()
+
+
+def _drop_pairs(text: str) -> str:
+    """``_PAIR.sub("", text)``, without the regex engine's rescan of the whole rest of the text
+    for every opening tag that is never closed (``<file>`` in pasted git output: 0.7 ms per
+    46 KB text, quadratic in the number of such tags). A closing tag is found with
+    ``str.find``, and a name's search is remembered, so the rest is scanned once per name.
+    """
+    if "</" not in text:
+        return text  # every pair ends with one
+    kept: list[str] = []
+    start = 0  # the first character not yet kept or dropped
+    closes: dict[str, tuple[int, int, int]] = {}  # name -> (searched from, close at, end)
+    at = text.find("<")
+    while at >= 0:
+        opening = _OPEN.match(text, at)
+        end = -1
+        if opening is not None:
+            name = opening.group(1)
+            end = _close_end(text, name, opening.end(), closes)
+        if end < 0:
+            at = text.find("<", at + 1)
+            continue
+        kept.append(text[start:at])
+        start = end
+        at = text.find("<", end)
+    if not kept:
+        return text
+    kept.append(text[start:])
+    return "".join(kept)
+
+
+def _close_end(text: str, name: str, after: int, closes: dict[str, tuple[int, int, int]]) -> int:
+    """End of the first ``</name\\s*>`` at or after ``after`` (-1: none), remembered per name."""
+    known = closes.get(name)
+    if known is not None and known[0] <= after and (known[1] < 0 or known[1] >= after):
+        return known[2]
+    tag = "</" + name
+    at = text.find(tag, after)
+    while at >= 0:
+        tail = _CLOSE_END.match(text, at + len(tag))
+        if tail is not None:
+            closes[name] = (after, at, tail.end())
+            return tail.end()
+        at = text.find(tag, at + 1)
+    closes[name] = (after, -1, -1)
+    return -1
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+            and isinstance(b.get("text"), str)]
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Candidate(NamedTuple):
+    shape: str
+    line: int
+    seen: int  # candidates of ``role`` on the line
+    uuid: Any
+    role: str
+    counted: int  # how many of them are of ``shape``
+
+
+class SecondReading:
+    """The simple reading, fed every parsed event with its line number; compared at the end.
+
+    It only collects candidates while the file is read (the classifier has not finished yet);
+    ``compare`` judges them against what the classifier recognised.
+    """
+
+    def __init__(self, reply_chat_ids: frozenset[str] = frozenset()) -> None:
+        self.chat_ids = reply_chat_ids
+        self.candidates: list[_Candidate] = []
+        self.enqueued: list[tuple[int, list[str]]] = []
+        self.slash_lines = 0
+        self.first_slash = 0
+
+    def flag(self, shape: str, line: int, seen: int, uuid: Any, role: str,
+             counted: int | None = None) -> None:
+        """``seen`` candidates of ``role`` on this line (``counted`` of them of ``shape``)."""
+        self.candidates.append(
+            _Candidate(shape, line, seen, uuid, role, seen if counted is None else counted))
+
+    def compare(self, recognised: Recognised) -> AuditResult:
+        """Per line: where the simple reading saw more than the classifier produced."""
+        result = AuditResult()
+        for c in self.candidates:
+            result.shapes[c.shape] += c.counted
+            got = recognised.per_line[(c.uuid, c.role)] if isinstance(c.uuid, str) else 0
+            if c.seen > got:
+                result.unrecognised[c.shape] += c.seen - got
+                result.findings.append(Finding(c.shape, c.line))
+        heard = "\n".join(_words(t) for t in recognised.human_texts) if self.enqueued else ""
+        shape = "queue-operation enqueue"
+        for line, said in self.enqueued:
+            result.shapes[shape] += 1
+            if not all(_words(t) in heard for t in said):
+                result.unrecognised[shape] += 1
+                result.findings.append(Finding(shape, line))
+        if self.slash_lines:
+            shape = "<command-name> slash command"
+            result.shapes[shape] += self.slash_lines
+            if self.slash_lines > recognised.slash_seen:
+                result.unrecognised[shape] += self.slash_lines - recognised.slash_seen
+                result.findings.append(Finding(shape, self.first_slash))
+        result.findings.sort(key=lambda f: f.line)
+        return result
+
+    def wants(self, line: bytes, kind: str) -> bool:
+        """Whether a raw line the reader's fast path settled can hold a shape read here.
+
+        ``kind`` is the line's ``type`` as the fast path decoded it. That path settles only
+        lines it knows the classifier ignores; of those, this reading can still see an
+        enqueue, an attachment's ``prompt`` or an assistant tool whose name says reply. (A
+        user line it settles answers a tool call, which this reading skips as well.) Names
+        and keys are decoded, not searched in the raw bytes: one written with escapes
+        (``re\\u0070ly``) is still seen, and a big tool input is skipped, not lowercased.
+        """
+        if kind == "assistant":  # a tool named reply, read as ``_reply`` reads it
+            try:
+                message = _decode_line(line).message
+            except msgspec.DecodeError:
+                return True
+            content = message.content if message is not None else None
+            return type(content) is not list or any(
+                b.type == "tool_use" and isinstance(b.name, str) and "reply" in b.name.lower()
+                for b in content)
+        if kind == "attachment":
+            try:
+                body = _decode_line(line).attachment
+            except msgspec.DecodeError:
+                return True
+            return body is not None and body.prompt is not msgspec.UNSET
+        return kind == "queue-operation"
+
+    def event(self, event: dict[str, Any], line: int) -> None:
+        kind = event.get("type")
+        if event.get("isSidechain") is True:
+            return
+        if kind == "queue-operation":
+            self._enqueue(event, line)
+        elif kind == "attachment":
+            self._attachment(event, line)
+        elif kind == "user":
+            self._user(event, line)
+        elif kind == "assistant":
+            self._assistant(event, line)
+
+    def _enqueue(self, event: dict[str, Any], line: int) -> None:
+        if event.get("operation") != "enqueue":
+            return
+        # a block that is nothing but tags is an injection; any other block is matched whole
+        said = [t.strip() for t in _texts(event.get("content"))
+                if _CHANNEL.match(t.lstrip()) or plain(t)]
+        said = [t for t in said if not t.startswith(("/", *NOT_SPEECH_OPENINGS))]
+        if said:
+            self.enqueued.append((line, said))
+
+    def _attachment(self, event: dict[str, Any], line: int) -> None:
+        body = event.get("attachment")
+        if not isinstance(body, dict) or "prompt" not in body:
+            return
+        if body.get("commandMode", "prompt") not in ("prompt", None):
+            return
+        if any(plain(t) for t in _texts(body.get("prompt"))):
+            self.flag(f"attachment {body.get('type')!r} prompt", line, 1, event.get("uuid"),
+                      "user")
+
+    def _user(self, event: dict[str, Any], line: int) -> None:
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if event.get("isCompactSummary") is True or (isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content)):
+            return
+        texts = _texts(content)
+        mark = event.get(MARK_KEY)
+        lead = mark.get("lead") if isinstance(mark, dict) else None
+        if lead is not None and texts[:1] == [lead]:
+            texts = texts[1:]  # the time stamp an earlier rebuild added
+        if any("<command-name>" in t for t in texts):
+            self.slash_lines += 1
+            self.first_slash = self.first_slash or line
+        uuid = event.get("uuid")
+        origin = event.get("origin")
+        origin_kind = origin.get("kind") if isinstance(origin, dict) else None
+        if origin_kind == "task-notification":
+            return  # Claude Code's own report of a background task, however it is cut
+        if any(_CHANNEL.match(t.lstrip()) for t in texts):
+            self.flag("<channel> envelope", line, 1, uuid, "user")
+        elif isinstance(origin_kind, str) and origin_kind not in NOT_SPEECH_ORIGINS:
+            self.flag(f"origin.kind {origin_kind!r}", line, 1, uuid, "user")
+        elif event.get("isMeta") is not True:
+            spoken = [t for t in map(plain, texts) if t and not t.startswith(NOT_SPEECH_OPENINGS)]
+            if spoken:
+                self.flag("user text", line, len(spoken), uuid, "user")
+
+    def _assistant(self, event: dict[str, Any], line: int) -> None:
+        message = event.get("message")
+        if not isinstance(message, dict) or event.get("isApiErrorMessage") is True:
+            return
+        if message.get("model") == "<synthetic>":
+            return
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        uuid = event.get("uuid")
+        said = [t for t in _texts(content) if t.strip()]
+        replies = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
+                   and self._reply(b)]
+        if replies:
+            self.flag("assistant text", line, 0, uuid, "assistant", len(said))
+            shape = f"reply tool {replies[0].get('name')!r}"
+            self.flag(shape, line, len(said) + len(replies), uuid, "assistant", len(replies))
+        elif said:
+            self.flag("assistant text", line, len(said), uuid, "assistant")
+
+    def _reply(self, block: dict[str, Any]) -> bool:
+        name = block.get("name")
+        arguments = block.get("input")
+        if not isinstance(name, str) or "reply" not in name.lower():
+            return False
+        if not isinstance(arguments, dict):
+            return False
+        if self.chat_ids and str(arguments.get("chat_id")) not in self.chat_ids:
+            return False  # replies to other chats are left out by configuration
+        return any(isinstance(arguments.get(k), str) and arguments[k].strip()
+                   for k in _REPLY_ARGS)

@@ -1,0 +1,362 @@
+"""The candidate session (SPEC §3.4–§3.7): what a rebuild carries, built in one read.
+
+``build`` reads the source once, groups speech into turns, applies the open-tail, carry-cap
+and poison rules, and lays out the new session's items: only ``user``/``assistant`` events,
+a fresh ``sessionId``, deterministic item ids, a linear parent chain, text verbatim (a turn's
+time stamp is a separate leading block). ``write`` puts it on disk atomically, mode 0600.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from runtime.config import Config
+from runtime.engine.audit import Recognised, SecondReading
+from runtime.engine.dirty import Ledger
+from runtime.engine.items import SUMMARY_MARK, Layout, ManifestEntry, sha256_text
+from runtime.engine.speech import SPEECH_KINDS, Utterance
+from runtime.engine.tokens import apply_cap, estimate_tokens, poison_hits
+from runtime.engine.transcript import Progress, ReadStats, scan
+from runtime.engine.turns import CompactSummary, Turn, TurnBuilder
+from runtime.errors import BlockedError, NothingToCarryError
+
+
+@dataclass(frozen=True)
+class Build:
+    """Everything one read of a transcript says about rebuilding it."""
+
+    source: Path
+    new_session_id: str
+    turns: tuple[Turn, ...]
+    selected: tuple[int, ...]
+    items: tuple[dict[str, Any], ...]
+    manifest: tuple[ManifestEntry, ...]
+    read: ReadStats
+    ledger: Ledger
+    counts: dict[str, dict[str, int]]
+    details: dict[str, Any]
+    blocked_reason: str | None
+    empty_reason: str | None
+    item_count: int
+
+    @property
+    def startup_snapshot(self) -> str | None:
+        """The frozen start-up injection carried as the first item (for the backup), or None."""
+        if self.manifest and self.manifest[0].kind == "startup_snapshot":
+            return str(self.items[0]["message"]["content"][-1]["text"])
+        return None
+
+    def stats(self) -> dict[str, Any]:
+        """The build as plain JSON-able data (no conversation text)."""
+        return {
+            "source": str(self.source),
+            "new_session_id": self.new_session_id,
+            "items": self.item_count,
+            **self.details,
+            "speech": self.counts,
+            "read": self.read.as_dict(),
+            "blocked_reason": self.blocked_reason,
+            "nothing_to_carry": self.empty_reason,
+        }
+
+B = TypeVar("B", bound=Build)
+
+
+def build(
+    source: Path,
+    config: Config,
+    *,
+    new_session_id: str | None = None,
+    progress: Progress | None = None,
+    lay_out: bool = True,
+) -> Build:
+    """Read ``source`` once and lay out the candidate session (nothing is written).
+
+    ``lay_out=False`` (``plan``) decides and counts everything but skips building the item
+    events and manifest; such a build cannot be written.
+    """
+    knobs = config.rebuild
+    sink = TurnBuilder()
+    reading = SecondReading(frozenset(knobs.reply_chat_ids))
+    read, ledger = scan(Path(source), knobs, sink, progress, reading)
+    turns = sink.finish()
+    session = new_session_id or str(uuid.uuid4())
+    stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
+    plan = _select(sink, turns, stamps, config)
+    second = reading.compare(_recognised(sink, turns))
+    if plan.blocked is None and second.reason() is not None and (
+        knobs.unrecognised_speech == "block"
+    ):
+        plan = replace(plan, blocked=second.reason())
+    layout = _lay_out(Layout(session), sink.startup, turns, stamps, plan)
+    items, manifest = layout.finish() if lay_out else ([], [])
+    return _assemble(
+        Build, Path(source), session, (read, ledger), sink, turns, plan, layout, config,
+        items=tuple(items), manifest=manifest, counts=_counts(sink, turns, plan.keep, read),
+        audit=second.as_dict(),
+    )
+
+
+def _assemble(
+    kind: type[B], source: Path, session: str, scanned: tuple[ReadStats, Ledger],
+    sink: TurnBuilder, turns: list[Turn], plan: _Selection, layout: Layout, config: Config,
+    *, items: Any, manifest: list[ManifestEntry], counts: dict[str, dict[str, int]],
+    audit: dict[str, Any], **extra: Any,
+) -> B:
+    """A ``kind`` build from one read, its plan and layout: the fields every agent fills alike.
+
+    ``items`` is a tuple of Claude events, or Codex's lazy ``RolloutLines`` (made when written).
+    """
+    read, ledger = scanned
+    return kind(
+        source=source,
+        new_session_id=session,
+        turns=tuple(turns),
+        selected=tuple(plan.keep),
+        items=items,
+        manifest=tuple(manifest),
+        read=read,
+        ledger=ledger,
+        counts=counts,
+        details={**_details(sink, turns, plan, layout, config), "recognition_audit": audit},
+        blocked_reason=plan.blocked,
+        empty_reason=_empty_reason(read, turns, plan.keep, layout.count),
+        item_count=layout.count,
+        **extra,
+    )
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """Which turns and summaries are carried, what that costs, and what blocks it."""
+
+    keep: list[int]
+    excluded_tail: int
+    dropped: int
+    summaries: list[CompactSummary]
+    tokens: float
+    poison_hits: int
+    blocked: str | None
+
+
+def _select(
+    sink: TurnBuilder, turns: list[Turn], stamps: list[str | None], config: Config
+) -> _Selection:
+    """Open tail, carry cap and poison check (SPEC §3.4, §3.6, §3.7)."""
+    knobs = config.rebuild
+    turn_tokens = [
+        _turn_tokens(turn, stamp, config) for turn, stamp in zip(turns, stamps, strict=True)
+    ]
+    keep = list(range(len(turns)))
+    excluded_tail = 0
+    if keep and turns[-1].open and not knobs.include_open_tail:
+        keep.pop()
+        excluded_tail = 1
+    fixed = estimate_tokens(sink.startup.text, knobs) if sink.startup else 0.0
+    keep, dropped, summaries, total, blocked = apply_cap(
+        keep, turn_tokens, sink.summaries, fixed, config
+    )
+    window = turns[-knobs.poison_window_turns :]
+    hits = poison_hits([u.text for turn in window for u in turn.items], knobs)
+    if blocked is None and hits >= knobs.poison_threshold:
+        blocked = (
+            f"poison check: {hits} hit(s) in the last {knobs.poison_window_turns} turn(s) "
+            f">= poison_threshold {knobs.poison_threshold}; rebuild from durable memory instead"
+        )
+    return _Selection(keep, excluded_tail, dropped, summaries, total, hits, blocked)
+
+
+def _recognised(sink: TurnBuilder, turns: list[Turn]) -> Recognised:
+    """What the classifier produced, per source line, for the independent audit."""
+    seen = Recognised(slash_seen=sink.counts["slash"] + sink.slash_local + sink.slash_unanswered)
+    extra = [s.utterance for s in sink.summaries] + ([sink.startup] if sink.startup else [])
+    for utt in [u for turn in turns for u in turn.items] + extra:
+        seen.per_line[(utt.source_uuid, utt.role)] += 1
+        if utt.role == "user":
+            seen.human_texts.append(utt.text)
+    return seen
+
+
+def _lay_out(
+    layout: Layout,
+    startup: Utterance | None,
+    turns: list[Turn],
+    stamps: list[str | None],
+    plan: _Selection,
+) -> Layout:
+    """Queue the carried utterances in order: snapshot, then turns with summaries in place."""
+    if startup is not None:
+        layout.add(startup, None, None)
+    summaries = list(plan.summaries)
+    for index in plan.keep:
+        while summaries and summaries[0].anchor <= index:
+            layout.add(summaries.pop(0).utterance, SUMMARY_MARK, None)
+        first_human = True
+        for utt in turns[index].items:
+            stamp = None
+            if utt.role == "user" and first_human:
+                stamp, first_human = stamps[index], False
+            layout.add(utt, stamp, index)
+    for summary in summaries:
+        layout.add(summary.utterance, SUMMARY_MARK, None)
+    return layout
+
+
+def _details(
+    sink: TurnBuilder, turns: list[Turn], plan: _Selection, layout: Layout, config: Config
+) -> dict[str, Any]:
+    knobs = config.rebuild
+    return {
+        "turns": {
+            "source": len(turns),
+            "selected": len(plan.keep),
+            "open_tail": bool(turns and turns[-1].open),
+            "excluded_open_tail": plan.excluded_tail,
+            "dropped_oldest_turns": plan.dropped,
+        },
+        "slash_commands": {
+            "carried": sink.counts["slash"],
+            "local_dropped": sink.slash_local,
+            "unanswered_dropped": sink.slash_unanswered,
+        },
+        "tokens": _token_report(plan.tokens, config),
+        "startup_snapshot": _snapshot_report(sink.startup),
+        "compaction": {"summaries": len(sink.summaries), "carried": len(plan.summaries)},
+        "poison": {
+            "hits": plan.poison_hits,
+            "window_turns": knobs.poison_window_turns,
+            "threshold": knobs.poison_threshold,
+            "blocked": plan.poison_hits >= knobs.poison_threshold,
+        },
+        "timestamps_replaced": layout.timestamps_replaced(),
+        "timestamp_fallbacks": layout.timestamp_fallbacks(),
+        "versions_filled": layout.versions_filled(),
+    }
+
+
+def write(build: Build, directory: Path) -> Path:
+    """Write the candidate as ``<directory>/<new_session_id>.jsonl`` (atomic, 0600)."""
+    refuse_unwritable(build, build.item_count)
+    target = Path(directory) / f"{build.new_session_id}.jsonl"
+    write_lines(target, build.items)
+    return target
+
+
+def refuse_unwritable(build: Build, lines: int) -> None:
+    """Raise unless ``build`` carries something, is not blocked and was laid out (``lines``)."""
+    if build.empty_reason is not None:
+        raise NothingToCarryError(
+            f"nothing to carry from {str(build.source)!r}: {build.empty_reason}"
+        )
+    if build.blocked_reason is not None:
+        raise BlockedError(f"rebuild of {str(build.source)!r} is blocked: {build.blocked_reason}")
+    if len(build.items) != lines:
+        raise ValueError("a build made with lay_out=False cannot be written")
+
+
+def write_lines(target: Path, lines: Iterable[dict[str, Any]]) -> None:
+    """Write ``lines`` as JSONL at ``target`` (atomic, 0600), one line in memory at a time."""
+    from runtime import proc  # only writing needs the machine door
+
+    # line by line: joined, a speech-heavy candidate doubled fork's peak memory
+    dumps = orjson.dumps
+    proc.atomic_write_chunks(target, (dumps(line) + b"\n" for line in lines), mode=0o600)
+
+
+def write_manifest(build: Build, path: Path) -> str:
+    """Write ``build``'s manifest as JSONL at ``path`` (atomic, 0600); return its SHA-256."""
+    import hashlib
+
+    from runtime import proc
+    from runtime.engine.items import manifest_jsonl
+
+    if len(build.manifest) != build.item_count:
+        raise ValueError("a build made with lay_out=False has no manifest")
+    data = manifest_jsonl(build.manifest)
+    proc.atomic_write(Path(path), data, mode=0o600)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _turn_stamp(turn: Turn) -> str | None:
+    for utt in turn.items:
+        if utt.role == "user" and utt.timestamp:
+            moment = datetime.fromisoformat(utt.timestamp).astimezone(UTC)
+            return moment.strftime("[%Y-%m-%d %H:%M UTC]")
+    return None
+
+
+def _turn_tokens(turn: Turn, stamp: str | None, config: Config) -> float:
+    total = sum(estimate_tokens(u.text, config.rebuild) for u in turn.items)
+    return total + (estimate_tokens(stamp, config.rebuild) if stamp else 0.0)
+
+
+def _counts(
+    sink: TurnBuilder, turns: list[Turn], keep: list[int], read: ReadStats,
+    kinds: tuple[str, ...] = SPEECH_KINDS,
+) -> dict[str, dict[str, int]]:
+    """Speech per kind (the agent's ``kinds``) in the source, the candidate and the reader."""
+    carried: Counter[str] = Counter()
+    for index in keep:
+        carried.update(u.kind for u in turns[index].items)
+    source = {kind: sink.counts[kind] for kind in kinds}
+    candidate = {kind: carried[kind] for kind in kinds}
+    return {
+        "source": source,
+        "candidate": candidate,
+        "not_carried": {kind: source[kind] - candidate[kind] for kind in kinds},
+        # the reader does not count slash commands (the turns do); Codex has none
+        "reader": {kind: read.speech[kind] for kind in kinds if kind != "slash"},
+    }
+
+
+def _token_report(total: float, config: Config) -> dict[str, Any]:
+    knobs = config.rebuild
+    report: dict[str, Any] = {
+        "estimate": round(total),
+        "cjk_factor": knobs.token_cjk_factor,
+        "other_divisor": knobs.token_other_divisor,
+        "carry_max_tokens": knobs.carry_max_tokens,
+        "carry_overflow": knobs.carry_overflow,
+    }
+    if knobs.fixed_overhead_tokens > 0:
+        report["fixed_overhead_tokens"] = knobs.fixed_overhead_tokens
+        report["estimate_with_overhead"] = round(total) + knobs.fixed_overhead_tokens
+    return report
+
+
+def _snapshot_report(startup: Utterance | None) -> dict[str, Any]:
+    if startup is None:
+        return {
+            "present": False,
+            "note": "no start-up environment/memory injection in the transcript (newer Claude "
+            "Code keeps it in attachment events); nothing frozen",
+        }
+    return {
+        "present": True,
+        "sha256": sha256_text(startup.text),
+        "source_uuid": startup.source_uuid,
+    }
+
+
+def _empty_reason(
+    read: ReadStats, turns: list[Turn], keep: list[int], item_count: int
+) -> str | None:
+    if keep and item_count:
+        return None
+    if read.bytes == 0 or read.events == 0:
+        return "the transcript is empty"
+    if turns:
+        return "only an open last turn, and include_open_tail is false"
+    if read.ignored_reasons["sidechain"]:
+        return "the transcript holds only subagent (sidechain) speech"
+    if set(read.types) == {"summary"}:
+        return "the transcript holds only summary lines"
+    return "the transcript holds no human or assistant speech"

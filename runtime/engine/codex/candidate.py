@@ -1,0 +1,252 @@
+"""The rebuilt Codex rollout: ``session_meta`` with a new id, then only the carried messages.
+
+``build`` reads the source once (parents inlined), groups speech into turns and applies the
+same open-tail, carry-cap, poison and compaction-summary rules as the Claude engine
+(``runtime.engine.candidate``). ``write`` puts ``rollout-<time>-<id>.jsonl`` on disk atomically,
+mode
+0600: line 0 is the source's ``session_meta`` with ``id`` = ``session_id`` = the file's uuid
+and no ``history_base``/``forked_from_*``; then one ``response_item`` message per utterance,
+text verbatim, ordinals renumbered, and the carry mark (``runtime.engine.speech.MARK_KEY``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, overload
+
+from runtime.config import Config
+from runtime.engine import candidate as claude
+from runtime.engine.codex import rules
+from runtime.engine.codex.rollout import Classifier, no_cycle_collection, scan, sessions_root
+from runtime.engine.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
+from runtime.engine.speech import MARK_KEY, Utterance, carry_mark
+from runtime.engine.transcript import Progress
+from runtime.engine.turns import Turn, TurnBuilder
+
+DROPPED_META = ("history_base", "forked_from_id", "forked_from_ordinal_exclusive")
+
+
+@dataclass(frozen=True)
+class CodexBuild(claude.Build):
+    """A Claude-shaped build plus what the rollout's line 0 needs."""
+
+    meta: dict[str, Any]
+    parents: tuple[str, ...]
+    created: datetime
+
+    @property
+    def file_name(self) -> str:
+        stamp = self.created.strftime("%Y-%m-%dT%H-%M-%S")
+        return f"rollout-{stamp}-{self.new_session_id}.jsonl"
+
+    @property
+    def paginated(self) -> bool:
+        return self.meta.get("history_mode") == "paginated"
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "agent": "codex", "parents": list(self.parents)}
+
+
+class CodexLayout(Layout):
+    """Carried utterances as Codex ``response_item`` message lines after line 0."""
+
+    def __init__(self, session: str, meta: dict[str, Any]) -> None:
+        super().__init__(session)
+        self.meta = meta
+
+    def finish(self) -> tuple[RolloutLines, list[ManifestEntry]]:  # type: ignore[override]
+        # the lines are made one at a time when written: holding them all doubled fork's memory
+        paginated = self.meta.get("history_mode") == "paginated"
+        last_ts = next((u.timestamp for u, _, _ in self.pending if u.timestamp), EPOCH)
+        head_ts = self.meta.get("timestamp") if type(self.meta.get("timestamp")) is str else last_ts
+        head: dict[str, Any] = {"timestamp": head_ts, "type": "session_meta", "payload": self.meta}
+        stamps: list[str] = []
+        for position, (utt, stamp, turn) in enumerate(self.pending):
+            last_ts = utt.timestamp or last_ts
+            stamps.append(last_ts)
+            digest = sha256_text(utt.text)
+            self.manifest.append(
+                ManifestEntry(
+                    position, utt.role, utt.kind, f"{self.session}:{position + 1}",
+                    utt.source_uuid, utt.source_timestamp, turn, digest, digest, stamp,
+                )
+            )
+        lines = RolloutLines(_ordered(head, 0, paginated), self.pending, stamps, paginated)
+        return lines, self.manifest
+
+
+class RolloutLines(Sequence[dict[str, Any]]):
+    """The rebuilt rollout's lines as JSON-able dicts, each made when it is read."""
+
+    def __init__(
+        self, head: dict[str, Any], pending: list[tuple[Utterance, str | None, int | None]],
+        stamps: list[str], paginated: bool,
+    ) -> None:
+        self.head = head
+        self.pending = pending
+        self.stamps = stamps  # each line's timestamp: its own, else the nearest earlier one
+        self.paginated = paginated
+
+    def __len__(self) -> int:
+        return 1 + len(self.pending)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.head if index == 0 else self._line(index)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield self.head
+        for index in range(1, len(self)):
+            yield self._line(index)
+
+    def _line(self, index: int) -> dict[str, Any]:
+        utt, stamp, _ = self.pending[index - 1]
+        part = "output_text" if utt.role == "assistant" else "input_text"
+        texts = [stamp, utt.text] if stamp else [utt.text]
+        line: dict[str, Any] = {"timestamp": self.stamps[index - 1]}
+        if self.paginated:
+            line["ordinal"] = index
+        line["type"] = "response_item"
+        line["payload"] = {
+            "type": "message",
+            "role": utt.role,
+            "content": [{"type": part, "text": text} for text in texts],
+        }
+        line[MARK_KEY] = carry_mark(utt.kind, stamp)
+        return line
+
+
+def _ordered(line: dict[str, Any], ordinal: int, paginated: bool) -> dict[str, Any]:
+    if not paginated:
+        return line
+    return {"timestamp": line.pop("timestamp"), "ordinal": ordinal, **line}
+
+
+def build(
+    source: Path,
+    config: Config,
+    *,
+    new_session_id: str | None = None,
+    progress: Progress | None = None,
+    lay_out: bool = True,
+) -> CodexBuild:
+    """Read ``source`` once and lay out the rebuilt rollout (nothing is written)."""
+    with no_cycle_collection():
+        return _build(source, config, new_session_id, progress, lay_out)
+
+
+def _build(
+    source: Path, config: Config, new_session_id: str | None, progress: Progress | None,
+    lay_out: bool,
+) -> CodexBuild:
+    sink = TurnBuilder()
+    read, ledger, classifier, lines = scan(Path(source), sink, progress)
+    turns = sink.finish()
+    session = new_session_id or str(uuid.uuid4())
+    stamps: list[str | None] = [None] * len(turns)  # Codex items stay text-only, verbatim
+    plan = claude._select(sink, turns, stamps, config)
+    audit = _audit(classifier, turns, sink)
+    if plan.blocked is None and audit["unrecognised"] and (
+        config.rebuild.unrecognised_speech == "block"
+    ):
+        plan = replace(plan, blocked=_audit_reason(audit))
+    meta = _new_meta(lines.meta or {}, session)
+    layout = claude._lay_out(CodexLayout(session, meta), None, turns, stamps, plan)
+    items, manifest = layout.finish() if lay_out else ((), [])
+    return claude._assemble(
+        CodexBuild, Path(source), session, (read, ledger), sink, turns, plan, layout, config,
+        items=items,  # RolloutLines: a lazy sequence, each line made when it is written
+        manifest=manifest, audit=audit,
+        counts=claude._counts(sink, turns, plan.keep, read, rules.SPEECH_KINDS),
+        meta=meta, parents=tuple(lines.parents), created=datetime.now(UTC),
+    )
+
+
+def _new_meta(source: dict[str, Any], session: str) -> dict[str, Any]:
+    """The source's line 0 payload as the new thread's: new id, no fork/revision base."""
+    meta = {k: v for k, v in source.items() if k not in DROPPED_META}
+    meta["id"] = session
+    meta["session_id"] = session
+    return {"session_id": session, "id": session, **meta}
+
+
+def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict[str, Any]:
+    """The UI copies Codex wrote (``event_msg``) as a second witness: each must be recognised.
+
+    Every ``UserMessage``/``user_message`` copy must equal a recognised human text, every
+    ``AgentMessage``/``agent_message`` copy a recognised assistant text or the compaction
+    summary; whatever is left over is speech the allowlist did not recognise.
+    """
+    said: Counter[tuple[str, str]] = Counter()
+    for turn in turns:
+        for utt in turn.items:
+            said[(utt.role, utt.text)] += 1
+    for summary in sink.summaries:
+        said[("assistant", summary.utterance.text)] += 1
+    unrecognised: Counter[str] = Counter()
+    first: list[dict[str, Any]] = []
+    for role, copies in (("user", classifier.ui_user), ("assistant", classifier.ui_assistant)):
+        for text in copies:
+            if not text.strip():
+                continue
+            if said[(role, text)] > 0:
+                said[(role, text)] -= 1
+            elif not _within(role, text, said):
+                unrecognised[f"{role} ui copy"] += 1
+                if len(first) < 20:
+                    first.append({"shape": f"{role} ui copy", "chars": len(text)})
+    return {
+        "candidates": {"user ui copy": len(classifier.ui_user),
+                       "assistant ui copy": len(classifier.ui_assistant)},
+        "unrecognised": dict(unrecognised),
+        "first_lines": first,
+    }
+
+
+def _within(role: str, text: str, said: Counter[tuple[str, str]]) -> bool:
+    """A UI copy that shows only part of a recognised text (the typed part of a wrapped one)."""
+    return any(r == role and text.strip() in t for r, t in said)
+
+
+def _audit_reason(audit: dict[str, Any]) -> str:
+    count = sum(audit["unrecognised"].values())
+    return (f"unrecognised speech: {count} UI cop(ies) of messages the speech rules did not "
+            "recognise; a rebuild would lose them")
+
+
+def default_folder(source: Path, created: datetime) -> Path:
+    """``sessions/YYYY/MM/DD`` of the source's sessions folder, else the source's folder."""
+    root = sessions_root(source)
+    if root.name != "sessions":
+        return source.parent
+    return root / created.strftime("%Y") / created.strftime("%m") / created.strftime("%d")
+
+
+def write(built: CodexBuild, directory: Path) -> Path:
+    """Write the rollout as ``<directory>/rollout-<time>-<id>.jsonl`` (atomic, 0600)."""
+    claude.refuse_unwritable(built, built.item_count + 1)  # + line 0, the session_meta
+    target = Path(directory) / built.file_name
+    Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
+    claude.write_lines(target, built.items)
+    return target
+
+
+write_manifest = claude.write_manifest  # the manifest format is the same for both agents
+
+__all__ = ["SUMMARY_MARK", "CodexBuild", "build", "default_folder", "write", "write_manifest"]

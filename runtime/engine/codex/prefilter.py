@@ -1,0 +1,307 @@
+"""The Codex reader's fast path: book every line that cannot carry speech from a typed head.
+
+All but the user and assistant messages of a rollout are noise: token records, turn contexts,
+world states, reasoning, tool calls and outputs, developer messages, UI copies.
+``Prefilter.unsettled`` runs the loop over the rollout's own lines: it decodes each into
+``_Head`` — the envelope ``type`` and the payload's ``type`` and ``role``, with
+``turn_attribution``, ``item`` and ``message`` left as raw bytes; ``msgspec`` skips every other
+field without building it — and books it exactly as ``rollout.Classifier.event`` would: its
+type count, its reason, its bytes. A ``(type, payload type)`` pair that no rule reads further
+is booked in the loop; ``take`` reads the rest: the queue trigger of ``task_started`` and,
+when the caller keeps turns (the recognition audit), the texts of ``item_completed``
+UserMessage/AgentMessage copies and legacy ``user_message``/``agent_message`` events. User and
+assistant messages are decoded once more into ``_Message`` and classified by
+``Classifier.spoken``, the code the full parse uses for them too.
+
+It settles only what it is sure of. A message with a rebuild's carry mark or a compaction
+summary, a line without an object ``payload`` or with a non-string type, an odd value where a
+typed field is expected, a line msgspec rejects or one that is not valid UTF-8 is handed on
+to the full parse (``orjson`` + ``Classifier.event``).
+``tests/runtime/engine/test_codex_prefilter.py`` holds both paths to identical ``plan``/``dirty``
+JSON and byte-identical forks over the corpus and fuzzed lines. (One known difference stays,
+as in ``runtime.engine.prefilter``: a number beyond the float range in a skipped field, which orjson
+rejects and Codex's serde_json never writes.)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from runtime.engine.codex import rules
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from runtime.engine.codex.rollout import Classifier, Lines
+
+NULL = msgspec.Raw(b"null")
+
+
+class _Payload(msgspec.Struct):
+    type: str | None = None  # any other type: the line takes the full parse
+    role: Any = None
+    turn_attribution: msgspec.Raw = NULL  # task_started
+    item: msgspec.Raw = NULL  # item_completed
+    message: msgspec.Raw = NULL  # legacy user_message / agent_message
+
+
+class _Head(msgspec.Struct):
+    type: str | None = None
+    payload: _Payload | None = None
+
+
+class _Attribution(msgspec.Struct):
+    turn_trigger: Any = None
+
+
+class _Part(msgspec.Struct):
+    text: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Item(msgspec.Struct):
+    type: Any = None
+    content: list[_Part] | str | None = None  # another shape: the line takes the full parse
+
+
+class _TextPart(msgspec.Struct):
+    type: Any = None
+    text: Any = None
+
+
+class _Passthrough(msgspec.Struct):
+    content_item_kinds: Any = None
+    content_item_metadata: Any = None
+
+
+class _MessagePayload(msgspec.Struct):
+    role: Any = None
+    id: Any = None
+    content: list[_TextPart] | str | None = None
+    internal_chat_message_metadata_passthrough: _Passthrough | None = None
+
+
+class _Metadata(msgspec.Struct):
+    compaction_output: Any = None
+
+
+class _Message(msgspec.Struct):
+    """A user or assistant message line: what ``Classifier.spoken`` reads."""
+
+    payload: _MessagePayload
+    timestamp: Any = None
+    metadata: _Metadata | None = None
+    threadline: Any = None  # a rebuild's carry mark: such lines take the full parse
+
+
+_decode_head = msgspec.json.Decoder(_Head).decode
+_NO_HEAD = _Head()  # what a line msgspec rejects gives: no payload, the full parse decides
+_decode_line = msgspec.json.Decoder(_Message).decode
+_decode_attribution = msgspec.json.Decoder(_Attribution | None).decode
+_decode_item = msgspec.json.Decoder(_Item | None).decode
+_decode_message = msgspec.json.Decoder(str | None).decode
+COPIES = ("UserMessage", "AgentMessage")
+
+
+class Prefilter:
+    """Books the lines of a rollout that carry no speech into ``classifier``'s counts."""
+
+    def __init__(self, classifier: Classifier, name: str) -> None:
+        self.classifier = classifier
+        self.name = name  # the rollout's file name, for an utterance without an item id
+        # bound once: take runs for nearly every line
+        self.types = classifier.stats.types
+        self.spoke = classifier.stats.spoke
+        self.reasons = classifier.stats.ignored_reasons
+        self.noise = classifier.ledger.noise
+        self.other_by_type = classifier.ledger.other_by_type
+        self.copies = classifier.sink is not None  # only the audit reads the UI copies
+        # (type, payload type) -> (type key, reason and noise category, booked as other):
+        # lines of these pairs are booked by the loop without a look at any other field
+        self.plain: dict[tuple[str | None, str | None], tuple[str, str, bool]] = {}
+        for kind, category in rules.LINE_CATEGORY.items():
+            self._learn(kind, None, kind, category)
+        for sub, category in rules.ITEM_CATEGORY.items():
+            self._learn("response_item", sub, f"response_item:{sub}", category)
+        for sub, category in rules.EVENT_CATEGORY.items():
+            if sub not in _READ or not self.copies:
+                self._learn("event_msg", sub, f"event_msg:{sub}", category)
+
+    def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
+        """``(number, line)`` of each line of ``handle`` left to the full parse; the rest booked.
+
+        Line 1 (``session_meta``) is always left. ``lines.position`` and ``lines.stats.lines``
+        are current at each yield and at the end. The loop books a line whose type pair has
+        a plain rule (``self.plain``) itself; ``take`` reads the others.
+        """
+        decode = _decode_head
+        plain = self.plain
+        types, reasons, noise, other_by_type = (
+            self.types, self.reasons, self.noise, self.other_by_type)
+        stats = lines.stats
+        position = lines.position
+        counted = stats.lines
+        lineno = 0
+        for line in handle:
+            lineno += 1
+            size = len(line)
+            position += size
+            if lineno > 1:
+                try:
+                    head = decode(line)
+                except msgspec.DecodeError:
+                    head = _NO_HEAD
+                payload = head.payload
+                if payload is not None:
+                    rule = plain.get((head.type, payload.type))
+                    if rule is not None and (line.isascii() or _utf8(line)):
+                        key, category, other = rule
+                        types[key] += 1
+                        reasons[category] += 1
+                        noise[category] += size
+                        if other:
+                            other_by_type[key] += size
+                        continue
+                    if self.take(head, payload, line, size, lineno):
+                        continue
+            lines.position = position
+            stats.lines = counted + lineno
+            yield lineno, line
+        lines.position = position
+        stats.lines = counted + lineno
+
+    def take(self, head: _Head, payload: _Payload, line: bytes, size: int, lineno: int) -> bool:
+        """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
+        kind = head.type
+        if kind is None:
+            return False
+        if not line.isascii() and not _utf8(line):
+            return False  # before any state changes: the full parse counts it malformed
+        sub = payload.type
+        category: str | None
+        if kind == "response_item":
+            if sub is None:
+                return False
+            if sub == "message":
+                role = payload.role
+                if role == "user" or role == "assistant":
+                    return self._message(line, size, lineno)
+                key, category = "response_item:message", "harness_message"
+            else:
+                key, category = f"response_item:{sub}", rules.ITEM_CATEGORY.get(sub)
+                self._learn(kind, sub, key, category)
+        elif kind == "event_msg":
+            if sub is None:
+                return False
+            key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
+            if sub in _READ:
+                if not self._event(sub, payload):
+                    return False
+            else:
+                self._learn(kind, sub, key, category)
+        else:
+            key, category = kind, rules.LINE_CATEGORY.get(kind)
+            self._learn(kind, sub, key, category)
+        self.types[key] += 1
+        if category is None:  # as Ledger.add_other
+            self.reasons["other"] += 1
+            self.noise["other"] += size
+            self.other_by_type[key] += size
+        else:
+            self.reasons[category] += 1
+            self.noise[category] += size
+        return True
+
+    def _message(self, line: bytes, size: int, lineno: int) -> bool:
+        """A user or assistant message of the usual shape, classified from its typed parts.
+
+        Declined: a rebuild's mark (its lead part and kind), a compaction summary, any field
+        of another shape than the typed one.
+        """
+        try:
+            message = _decode_line(line)
+        except msgspec.DecodeError:
+            return False
+        metadata = message.metadata
+        if type(message.threadline) is dict or (
+            metadata is not None and metadata.compaction_output is True
+        ):
+            return False
+        payload = message.payload
+        content = payload.content
+        if content is None:
+            parts: list[tuple[Any, Any]] = []
+        elif isinstance(content, str):
+            parts = [("input_text", content)]
+        else:
+            parts = [(part.type, part.text) for part in content]
+        passthrough = payload.internal_chat_message_metadata_passthrough
+        kinds = passthrough.content_item_kinds if passthrough is not None else None
+        provenance = passthrough.content_item_metadata if passthrough is not None else None
+        self.types["response_item:message"] += 1
+        if self.classifier.spoken(
+            payload.role, parts, kinds if type(kinds) is list else [],
+            provenance if type(provenance) is list else [], None, message.timestamp,
+            payload.id, size, f"{self.name}:{lineno}",
+        ):
+            self.spoke["response_item:message"] += 1
+        return True
+
+    def _learn(self, kind: str, sub: str | None, key: str, category: str | None) -> None:
+        """Book the next line of this type pair in the loop (a type no rule reads further)."""
+        self.plain[(kind, sub)] = (key, category or "other", category is None)
+
+    def _event(self, sub: str, payload: _Payload) -> bool:
+        """Read what the classifier keeps from an event (trigger, UI copy); False to decline.
+
+        The state changes only after every decode succeeded: a declined line is read again
+        by the full parse and must not be counted twice.
+        """
+        try:
+            if sub == "task_started":
+                attribution = _decode_attribution(payload.turn_attribution)
+                trigger = attribution.turn_trigger if attribution is not None else None
+                self.classifier.trigger = trigger
+                return True
+            if not self.copies:
+                return True
+            if sub == "item_completed":
+                item = _decode_item(payload.item)
+                if item is None or item.type not in COPIES:
+                    return True
+                content = item.content
+                if isinstance(content, str):
+                    text = content
+                elif content is None:
+                    text = ""
+                else:
+                    text = "".join([p.text for p in content if p.text is not msgspec.UNSET])
+                copies = self.classifier.ui_user if item.type == "UserMessage" else (
+                    self.classifier.ui_assistant)
+            else:
+                message = _decode_message(payload.message)
+                if message is None:
+                    return True
+                text = message
+                copies = self.classifier.ui_user if sub == "user_message" else (
+                    self.classifier.ui_assistant)
+        except msgspec.DecodeError:
+            return False
+        copies.append(text)
+        return True
+
+
+_READ = frozenset({"task_started", "item_completed", "user_message", "agent_message"})
+
+
+def _utf8(line: bytes) -> bool:
+    """True when ``line`` is valid UTF-8, as orjson requires of every byte of it.
+
+    msgspec does not check the fields it skips, so this runs before a line is settled.
+    """
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -1,0 +1,263 @@
+"""Reading a Claude Code transcript: the input checks and a streaming line reader.
+
+``resolve_transcript`` refuses anything that is not a readable ``.jsonl`` file (inside
+``project_dir`` when one is configured). ``scan`` reads the file once, line by line (memory
+bounded by the largest line), lets ``runtime.engine.prefilter`` settle the lines that cannot carry
+speech, parses every other line with orjson, counts malformed and partial lines, and hands
+each parsed event to ``runtime.engine.classify.Classifier``, the speech allowlist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from runtime.config import Config, RebuildConfig
+from runtime.engine.classify import Classifier
+from runtime.engine.dirty import Ledger
+from runtime.engine.prefilter import Prefilter
+from runtime.engine.speech import SpeechRules
+from runtime.errors import OutsideProjectError, TranscriptError
+
+if TYPE_CHECKING:
+    from runtime.engine.turns import TurnBuilder as Sink
+
+MALFORMED_SAMPLE = 20
+# a 1 MiB read buffer: line iteration over 100 MB of multi-100-KB lines (images, tool
+# results) takes 0.02 s with it against 0.05 s with the 8 KiB default (issue 13)
+READ_BUFFER = 1 << 20
+# the reader's fast path (runtime.engine.prefilter); tests turn it off for the reference
+FAST = True
+Progress = Callable[[int, int], None]
+
+
+class Observer(Protocol):
+    """A second reader of the same pass (runtime.engine.audit.SecondReading)."""
+
+    def event(self, event: dict[str, Any], line: int) -> None: ...
+
+    def wants(self, line: bytes, kind: str) -> bool:
+        """Whether a line of ``type`` ``kind`` the fast path settled may matter to this reader."""
+        ...
+
+
+class ReadStats:
+    """What the reader saw: lines, bytes, malformed lines, ignored events by type and reason."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.bytes = 0
+        self.blank_lines = 0
+        self.malformed = 0
+        self.malformed_non_utf8 = 0
+        self.malformed_lines: list[int] = []
+        self.partial_tail = False
+        self.last_malformed = 0  # the sample list is capped; the partial tail needs the last
+        self.types: Counter[str] = Counter()
+        self.spoke: Counter[str] = Counter()  # events, by type, that carried speech
+        self.ignored_reasons: Counter[str] = Counter()
+        self.speech: Counter[str] = Counter()
+        self.timestamps_replaced = 0
+        self.lone_surrogate_lines = 0  # parsed by the tolerant fallback, U+FFFD in place
+
+    @property
+    def events(self) -> int:
+        return sum(self.types.values())
+
+    @property
+    def ignored_types(self) -> Counter[str]:
+        """Events, by type, that carried no speech (derived: one counter less per line)."""
+        return Counter({t: n - self.spoke[t] for t, n in self.types.items() if n > self.spoke[t]})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "events": self.events,
+            "blank_lines": self.blank_lines,
+            "malformed": self.malformed,
+            "malformed_non_utf8": self.malformed_non_utf8,
+            "malformed_sample_lines": list(self.malformed_lines),
+            "partial_tail": self.partial_tail,
+            "lone_surrogate_lines": self.lone_surrogate_lines,
+            "types": dict(self.types.most_common()),
+            "ignored_types": dict(self.ignored_types.most_common()),
+            "ignored_reasons": dict(self.ignored_reasons.most_common()),
+        }
+
+
+def resolve_transcript(path: str | os.PathLike[str], config: Config) -> Path:
+    """Check ``path`` is a readable .jsonl file (inside ``project_dir`` when configured)."""
+    given = Path(path).expanduser().absolute()
+    shown = str(given)
+    if not given.name.endswith(".jsonl"):
+        raise TranscriptError(f"transcript {shown!r} is not a .jsonl file")
+    try:
+        real = given.resolve(strict=True)
+    except FileNotFoundError as exc:
+        what = "is a dangling symlink" if given.is_symlink() else "not found"
+        raise TranscriptError(f"transcript {shown!r} {what}") from exc
+    except OSError as exc:
+        raise TranscriptError(f"transcript {shown!r} cannot be resolved: {exc.strerror}") from exc
+    except RuntimeError as exc:  # Python 3.11's resolve(strict=True) on a symlink loop
+        raise TranscriptError(f"transcript {shown!r} cannot be resolved: symlink loop") from exc
+    if config.project_dir is not None:
+        project = config.project_dir.expanduser().resolve()
+        if not real.is_relative_to(project):
+            plain = Path(os.path.normpath(given))  # `..` alone is no symlink
+            how = f"is a symlink to {str(real)!r}" if real != plain else "is"
+            raise OutsideProjectError(
+                f"transcript {shown!r} {how} outside project_dir {str(project)!r}"
+            )
+    try:
+        mode = real.stat().st_mode
+    except OSError as exc:
+        raise TranscriptError(f"transcript {shown!r} cannot be read: {exc.strerror}") from exc
+    if stat.S_ISDIR(mode):
+        raise TranscriptError(f"transcript {shown!r} is a directory")
+    if not stat.S_ISREG(mode):
+        raise TranscriptError(f"transcript {shown!r} is not a regular file")
+    if not real.name.endswith(".jsonl"):
+        raise TranscriptError(f"transcript {shown!r} points to {str(real)!r}, not a .jsonl file")
+    try:
+        with open(real, "rb"):
+            pass
+    except OSError as exc:
+        raise TranscriptError(f"transcript {shown!r} cannot be read: {exc.strerror}") from exc
+    return real
+
+
+def scan(
+    path: Path,
+    rules: RebuildConfig,
+    sink: Sink | None = None,
+    progress: Progress | None = None,
+    observer: Observer | None = None,
+    *,
+    fast: bool | None = None,
+) -> tuple[ReadStats, Ledger]:
+    """Read ``path`` once, classify every event, and return what was seen and the ledger.
+
+    ``observer`` (the independent audit, runtime.engine.audit) sees every parsed event with its line
+    number before the classifier does, so it needs no second read of the file; a line the fast
+    path settles is parsed for it only when ``observer.wants`` the raw line.
+    ``fast`` (default ``FAST``) lets ``runtime.engine.prefilter`` settle the lines that cannot carry
+    speech without parsing them whole; False parses every line, the plain reference path the
+    tests hold the fast one to.
+    """
+    stats = ReadStats()
+    ledger = Ledger()
+    classifier = Classifier(SpeechRules.from_config(rules), stats, ledger, sink)
+    handle_event = classifier.event
+    prefilter = Prefilter(classifier)
+    take = prefilter.take if (FAST if fast is None else fast) else None
+    loads = orjson.loads
+    try:
+        handle = open(path, "rb", buffering=READ_BUFFER)
+        total = os.fstat(handle.fileno()).st_size
+    except OSError as exc:
+        raise TranscriptError(f"transcript {str(path)!r} cannot be read: {exc.strerror}") from exc
+    step = max(total // 100, 1 << 20)
+    next_mark = step
+    lineno = 0
+    position = 0
+    last = b""
+    with handle:
+        for line in handle:
+            lineno += 1
+            size = len(line)
+            position += size
+            last = line
+            if progress is not None and position >= next_mark:
+                progress(position, total)
+                next_mark = position + step
+            if take is not None and take(line, size):
+                if observer is not None and observer.wants(line, prefilter.kind):
+                    _observe_settled(observer, line, lineno)
+                continue
+            try:
+                event = loads(line)
+            except orjson.JSONDecodeError:
+                if not line.strip():
+                    stats.blank_lines += 1
+                    continue
+                event = _tolerant(line, stats)
+                if event is None:
+                    _malformed(stats, ledger, lineno, line)
+                    continue
+            if type(event) is not dict:
+                _malformed(stats, ledger, lineno, line)
+                continue
+            if observer is not None:
+                observer.event(event, lineno)
+            handle_event(event, size)
+    stats.lines = lineno
+    stats.bytes = position
+    if last and not last.endswith(b"\n") and stats.last_malformed == lineno:
+        stats.partial_tail = True
+    classifier.finish()
+    if progress is not None:
+        progress(position, total)
+    if stats.events == 0 and stats.malformed > 0:
+        raise TranscriptError(
+            f"transcript {str(path)!r} is not a JSONL transcript: "
+            f"{stats.malformed} malformed line(s) and no valid event"
+        )
+    return stats, ledger
+
+
+def _tolerant(line: bytes, stats: ReadStats) -> Any:
+    """The event of a line orjson refuses but JSON allows: lone UTF-16 surrogate escapes
+    (``"\\ud83d"``, what JavaScript writes for a split emoji). Each lone surrogate becomes
+    U+FFFD so the words around it are carried and the candidate stays valid UTF-8 JSON."""
+    if b"\\u" not in line:
+        return None
+    try:
+        event = json.loads(line, parse_constant=_refuse)
+    except (ValueError, RecursionError):
+        return None
+    stats.lone_surrogate_lines += 1
+    return _repair(event)
+
+
+def _refuse(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _repair(value: Any) -> Any:
+    if type(value) is str:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if type(value) is list:
+        return [_repair(v) for v in value]
+    if type(value) is dict:
+        return {_repair(k): _repair(v) for k, v in value.items()}
+    return value
+
+
+def _observe_settled(observer: Observer, line: bytes, lineno: int) -> None:
+    """Show the observer a line the fast path settled for the classifier (already counted)."""
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return  # msgspec took it, orjson does not (a number beyond float range): no speech
+    if type(event) is dict:
+        observer.event(event, lineno)
+
+
+def _malformed(stats: ReadStats, ledger: Ledger, lineno: int, line: bytes) -> None:
+    stats.malformed += 1
+    stats.last_malformed = lineno
+    ledger.malformed_bytes += len(line)
+    if len(stats.malformed_lines) < MALFORMED_SAMPLE:
+        stats.malformed_lines.append(lineno)
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        stats.malformed_non_utf8 += 1

@@ -1,0 +1,240 @@
+"""Verification of a written candidate, by code (SPEC §3.8).
+
+The candidate file is re-read from disk and checked against the build's manifest: only
+user/assistant items, one new sessionId, the manifest's ids in order, a linear parent chain,
+valid timestamps and versions, text blocks only, every text digest equal to its source. Then
+the recognition audit: per speech kind, what the source said = what the candidate carries +
+what the rules left out (dropped oldest turns, an excluded open tail). Any failure raises
+``VerificationError`` naming the check.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runtime.engine.candidate import Build
+from runtime.engine.items import ManifestEntry, sha256_text
+from runtime.engine.speech import SPEECH_KINDS, read_mark, valid_timestamp
+from runtime.errors import VerificationError
+
+CHECKS: tuple[str, ...] = (
+    "mode",
+    "parse",
+    "item_count",
+    "types",
+    "session_id",
+    "uuids",
+    "parent_chain",
+    "flags",
+    "timestamps",
+    "version",
+    "blocks",
+    "stamp",
+    "mark",
+    "text_digest",
+    "recognition_audit",
+)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """A passed verification: what was checked and the per-kind audit."""
+
+    path: Path
+    items: int
+    checks: tuple[str, ...]
+    audit: dict[str, dict[str, int]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "items": self.items,
+            "checks": list(self.checks),
+            "audit": self.audit,
+        }
+
+
+def verify_candidate(path: Path, build: Build) -> VerifyReport:
+    """Re-read ``path`` and prove it is ``build``'s candidate; raise on the first failure.
+
+    The file is read line by line (memory bounded by one item); failures are reported in the
+    order of the checks: mode, parse (any line), item count, then item by item.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb", buffering=1 << 20) as handle:
+            mode = os.fstat(handle.fileno()).st_mode & 0o777
+            _require(mode == 0o600, "mode", path, f"file mode is {mode:o}, not 600")
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(size - 1, 0))
+            _require(size == 0 or handle.read(1) == b"\n", "parse", path,
+                     "the file does not end with a newline")
+            handle.seek(0)
+            count, carried, failure = _check_lines(path, handle, build)
+    except OSError as exc:
+        raise VerificationError(
+            f"check 'parse': cannot read {str(path)!r}: {exc.strerror}"
+        ) from exc
+    manifest = build.manifest
+    _require(
+        count == len(manifest),
+        "item_count",
+        path,
+        f"{count} item(s) on disk, {len(manifest)} in the manifest",
+    )
+    if failure is not None:
+        raise failure
+    audit = _audit(build, carried, path)
+    return VerifyReport(path=path, items=count, checks=CHECKS, audit=audit)
+
+
+def _check_lines(
+    path: Path, lines: Any, build: Build
+) -> tuple[int, Counter[str], VerificationError | None]:
+    """Parse every line (a parse failure raises at once) and check each item in turn.
+
+    Returns the line count, the carried kinds and the first item failure, raised by the
+    caller after the item count so the count is reported first, as for a whole-file read.
+    """
+    manifest = build.manifest
+    carried: Counter[str] = Counter()
+    failure: VerificationError | None = None
+    parent = None
+    number = 0
+    for number, line in enumerate(lines, 1):  # noqa: B007 - the count is returned
+        event = parse_line(path, number, line)
+        if failure is not None or number > len(manifest):
+            continue
+        entry = manifest[number - 1]
+        try:
+            _check_item(path, number, event, entry, build.new_session_id, parent)
+        except VerificationError as exc:
+            failure = exc
+        parent = entry.item_id
+        carried[entry.kind] += 1
+    return number, carried, failure
+
+
+def _check_item(
+    path: Path,
+    number: int,
+    event: dict[str, Any],
+    entry: ManifestEntry,
+    session: str,
+    parent: str | None,
+) -> None:
+    where = f"item {number}"
+    kind = event.get("type")
+    _require(kind in ("user", "assistant"), "types", path, f"{where} has type {kind!r}")
+    _require(
+        kind == entry.role, "types", path, f"{where} is {kind!r}, manifest says {entry.role!r}"
+    )
+    _require(
+        event.get("sessionId") == session, "session_id", path, f"{where} has another sessionId"
+    )
+    _require(
+        event.get("uuid") == entry.item_id, "uuids", path, f"{where} uuid differs from manifest"
+    )
+    _require(event.get("parentUuid") == parent, "parent_chain", path, f"{where} breaks the chain")
+    # a user item must say isMeta: false (an absent flag is not the same claim)
+    meta = event.get("isMeta") if kind == "user" else event.get("isMeta", False)
+    _require(
+        event.get("isSidechain") is False and meta is False,
+        "flags",
+        path,
+        f"{where} is not marked isSidechain: false / isMeta: false",
+    )
+    _require(valid_timestamp(event.get("timestamp")), "timestamps", path, f"{where} timestamp")
+    version = event.get("version")
+    _require(type(version) is str and version != "", "version", path, f"{where} has no version")
+    message = event.get("message")
+    content = message.get("content") if type(message) is dict else None
+    _require(
+        type(message) is dict and message.get("role") == kind and type(content) is list,
+        "blocks",
+        path,
+        f"{where} has no {kind} message content list",
+    )
+    assert isinstance(content, list)
+    for block in content:
+        btype = block.get("type") if type(block) is dict else None
+        _require(btype == "text", "blocks", path, f"{where} holds a {btype!r} block")
+        _require(type(block.get("text")) is str, "blocks", path, f"{where} has a non-text text")
+    expected = 2 if entry.stamp else 1
+    _require(len(content) == expected, "stamp", path, f"{where} has {len(content)} block(s)")
+    if entry.stamp:
+        _require(content[0]["text"] == entry.stamp, "stamp", path, f"{where} stamp differs")
+    _require(
+        read_mark(event, str(kind)) == (entry.kind, entry.stamp),
+        "mark",
+        path,
+        f"{where} does not carry the mark of a {entry.kind!r} item",
+    )
+    digest = sha256_text(content[-1]["text"])
+    _require(
+        digest == entry.candidate_sha256 == entry.source_sha256,
+        "text_digest",
+        path,
+        f"{where} text digest differs from its source",
+    )
+
+
+def _audit(build: Build, carried: Counter[str], path: Path) -> dict[str, dict[str, int]]:
+    """Per kind: source == candidate + left out by rule; the reader agrees with the turns."""
+    selected = set(build.selected)
+    left_out: Counter[str] = Counter()
+    in_turns: Counter[str] = Counter()
+    for turn in build.turns:
+        for utt in turn.items:
+            in_turns[utt.kind] += 1
+            if turn.index not in selected:
+                left_out[utt.kind] += 1
+    source = build.counts["source"]
+    reader = build.counts["reader"]
+    audit = {}
+    for kind in SPEECH_KINDS:
+        row = {
+            "source": source[kind],
+            "candidate": carried[kind],
+            "left_out_by_rule": left_out[kind],
+        }
+        _require(
+            row["source"] == row["candidate"] + row["left_out_by_rule"] == in_turns[kind],
+            "recognition_audit",
+            path,
+            f"{kind}: source {row['source']} != candidate {row['candidate']} "
+            f"+ left out {row['left_out_by_rule']}",
+        )
+        if kind in reader:
+            _require(
+                reader[kind] == source[kind],
+                "recognition_audit",
+                path,
+                f"{kind}: the reader recognised {reader[kind]}, the turns hold {source[kind]}",
+            )
+        audit[kind] = row
+    return audit
+
+
+def parse_line(path: Path, number: int, raw: bytes) -> dict[str, Any]:
+    """Line ``number`` of a written candidate as a JSON object (check ``parse``), else raise."""
+    try:
+        event = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise VerificationError(
+            f"check 'parse': line {number} of {str(path)!r} is not JSON"
+        ) from exc
+    if type(event) is not dict:  # one call a line: the check inline, _require only to word it
+        _require(False, "parse", path, f"line {number} is not an object")
+    return event  # checked to be a dict just above; orjson gives it, no copy needed
+
+
+def _require(ok: bool, check: str, path: Path, detail: str) -> None:
+    if not ok:
+        raise VerificationError(f"check {check!r} failed for {str(path)!r}: {detail}")

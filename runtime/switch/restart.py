@@ -1,0 +1,143 @@
+"""A restart ends ready, or says it did not (issue 10 §4).
+
+Every restart the product makes — ``tl-provision apply --restart-claude``, the systemd door's
+``systemctl restart``, the resume of the old session after a failed switch and a rollback —
+is judged the same way before anyone calls it done, on evidence rather than after a fixed
+wait (a slow machine that takes 8 s to start claude is not a failed restart):
+
+- ``runtime.switch.activation.activate``: the new process replaced the old one and stays the same,
+  the development-channels warning is answered where the door can press Enter (tmux), the
+  argv holds the session and every channel flag, its cwd and environment are right, each
+  expected channel server runs below it, and claude's own session record
+  (``<config dir>/sessions/<pid>.json``) names the session — 2.1.328 first writes a fresh id
+  and switches to the resumed one once it has loaded it, and writes no record at all while
+  the warning waits for Enter, so a door that cannot see the screen still finds a claude
+  stuck there. All of it held unchanged ``stable`` seconds, within ``timeout``;
+- then ``activation.watch`` for the health window: still alive, every server still there.
+
+``ready`` returns that verdict; ``restart`` switches the door, judges, and always gives the
+target back what the switch borrowed (``settle``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from runtime import procfs as ident
+from runtime.agents import claude
+from runtime.doors.base import Door
+from runtime.doors.kind import DoorKind
+from runtime.switch import activation, health
+
+STABLE = 0.5  # the defaults of switch.activation_stable_seconds / activation_timeout_seconds
+TIMEOUT = 20.0
+
+
+def missing_transcript(project_dir: Path | None, session_id: str) -> str | None:
+    """Why ``claude --resume session_id`` cannot work, before anything is stopped: claude
+    writes a session's transcript only once something is said, and resuming a session without
+    one ends with "No conversation found" after the running claude is gone (measured, 2.1.328)."""
+    from runtime.agents.claude import SESSION_ID
+
+    if not SESSION_ID.fullmatch(session_id):
+        return (f"{session_id!r} is not a session id (letters, digits, '-' and '_'); "
+                "nothing was restarted")
+    if project_dir is None:
+        return None
+    path = project_dir / f"{session_id}.jsonl"
+    if path.is_file():
+        return None
+    return (f"session {session_id} has no transcript {str(path)!r} (claude writes it once "
+            f"something is said): a resume would end with {health.NOT_FOUND!r} after claude is "
+            f"gone; nothing was restarted — say something to claude first")
+
+
+def ready(door: Door, want: health.Expectation, config_dir: Path | None,
+          stable: float = STABLE, timeout: float = TIMEOUT) -> health.HealthReport:
+    """Judge a freshly started claude: ready on positive evidence held ``stable`` seconds
+    (``runtime.switch.activation.activate``, at most ``timeout``), then alive with every channel
+    server for the health window ``want.window`` (``activation.watch``): a server that starts
+    and then exits, or a claude that dies soon after, is still caught. The report's evidence
+    holds ``gone`` when the new process died or said "No conversation found"."""
+    report = activation.activate(door, want, config_dir, stable, timeout)
+    if not report.ok or not door.name.runs_process:
+        return report
+    pid, identity = report.evidence.get("pid"), report.evidence.get("identity")
+    if not isinstance(pid, int) or not isinstance(identity, str):
+        return report
+    seen = activation.watch(door, identity, pid, want, want.window, stable, lambda: True,
+                            report.evidence.get("channel_servers"))
+    evidence = {**report.evidence, "watch": {"outcome": seen.outcome, "reason": seen.reason,
+                                             "seconds": want.window}}
+    if seen.outcome == activation.HELD:
+        return health.HealthReport(True, report.reason, evidence)
+    if seen.evidence.get("gone"):
+        evidence["gone"] = True
+    if seen.outcome == activation.REPLACED:
+        evidence["identity"] = seen.evidence.get("identity")
+    return health.HealthReport(
+        False, f"{seen.reason} (within {want.window:g}s of being ready)", evidence)
+
+
+def restart(door: Door, want: health.Expectation, argv: Sequence[str], workdir: Path,
+            config_dir: Path | None, stable: float = STABLE,
+            timeout: float = TIMEOUT) -> health.HealthReport:
+    """Switch ``door`` to ``argv`` (resuming ``want.session_id``) and judge the result."""
+    try:
+        door.switch(want.session_id, argv, workdir)
+        return ready(door, want, config_dir, stable, timeout)
+    finally:
+        door.settle()
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    """``tl-rebuild restart``: restart claude on ``args.session`` and wait until it is ready."""
+    from runtime.config import config_path_from, load_config
+    from runtime.doors.base import open_door
+    from runtime.errors import DoorError
+    from runtime.switch.job import carried_environment, environment_digests, with_environment
+
+    config = load_config(config_path_from(args.config))
+    unresumable = missing_transcript(config.project_dir, args.session)
+    if unresumable:
+        raise DoorError(unresumable)
+    door = open_door(config)
+    previous = door.identity()
+    pid = door.process_pid(previous)
+    sw = config.switch
+    old_argv = (ident.cmdline(pid) or ()) if pid else ()
+    flags = tuple(dict.fromkeys([*claude.channel_flags(old_argv),
+                                 *claude.channel_flags(sw.channel_flags)]))
+    if door.name is DoorKind.SYSTEMD and not door.screen() and any(
+            f.startswith(health.DEV_FLAG) for f in flags):
+        raise DoorError(
+            f"claude in unit {sw.systemd.unit!r} starts with {health.DEV_FLAG} and would wait "
+            f"at its warning after a restart: the systemd door has no terminal to answer it "
+            f"(run claude in tmux inside the unit and set switch.tmux.target; HANDOFF §7)")
+    carry: dict[str, str] = {}
+    if sw.environment and door.name.carries_environment:
+        found = carried_environment(sw.environment, pid)
+        if found is None:
+            raise DoorError(f"cannot read the environment of claude pid {pid} to carry "
+                            f"{', '.join(sw.environment)}; run as the claude user or root")
+        carry = found
+    want = health.Expectation(
+        session_id=args.session, previous_identity=previous, channel_flags=flags,
+        workdir=config.workdir, channel_servers=sw.expected_channel_servers,
+        project_dir=config.project_dir, window=sw.healthcheck_seconds,
+        environment=tuple(sorted(environment_digests(carry).items())))
+    argv = with_environment(door.name, carry, claude.format_argv(sw.resume_argv, args.session))
+    project = config.project_dir
+    report = restart(door, want, argv, config.workdir or Path("/"),
+                     project.parent.parent if project is not None else None,
+                     sw.activation_stable_seconds, sw.activation_timeout_seconds)
+    if not report.ok:
+        raise DoorError(f"claude restarted through the {door.name} door is not ready: "
+                        f"{report.reason}")
+    servers = ", ".join(sorted(report.evidence.get("channel_servers") or {})) or "none expected"
+    print(f"ready: session {args.session} (pid {report.evidence.get('pid')}), development-"
+          f"channels warnings answered: {report.evidence.get('warnings_confirmed', 0)}, "
+          f"channel servers up: {servers}")
+    return 0

@@ -1,0 +1,84 @@
+"""The rollback job (SPEC §4.5): rollback_scheduled → rolled_back | failed, CAS on identity.
+
+The old session is resumed with the old process's recorded argv (``facts.old_argv``, session
+choice replaced by ``--resume OLD``), so it keeps every channel flag it had; the configured
+``resume_argv`` is the fallback when that argv is unknown or unusable.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+from runtime.agents import claude
+from runtime.errors import IdentityConflictError
+from runtime.switch import restart
+from runtime.switch.job import Abort, Job, fault, log, worker_info
+from runtime.switch.state import State
+from runtime.switch.store import now_iso
+
+
+class Rollback(Job):
+    """rollback_scheduled → rolled_back | activated (refused) | failed (CAS on identity)."""
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # noqa: BLE001 - every path must end in a terminal state
+            log(traceback.format_exc())
+            self._finish_failed("worker_error", f"{type(exc).__name__}: {exc}")
+
+    def _run(self) -> None:
+        self.op = self.store.update(self.id, phase="rollback_started",
+                                    expect_state=State.ROLLBACK_SCHEDULED, worker=worker_info(),
+                                    evidence={"pid": os.getpid()})
+        self.store.heartbeat(self.id, "rollback_started")
+        recorded = str(self.op.fact("identity_after", ""))
+        try:
+            current = self.door.identity()
+        except IdentityConflictError as exc:
+            self._finish_failed("session_conflict", str(exc))
+            return
+        if not recorded or current != recorded:
+            self._finish_failed("session_conflict",
+                                f"{self.door.name} identity is {current!r}, "
+                                f"recorded after activation {recorded!r}")
+            return
+        old_id = str(self.op.fact("old_session_id"))
+        old_argv = self.op.fact("old_argv", [])
+        argv, argv_source = self.old_resume_argv(old_id, old_argv)
+        try:  # the running (new) session was started with the carried environment
+            carried = self.capture_environment(self.door.process_pid(current))
+        except Abort as abort:
+            self._finish_failed(abort.code, abort.message)
+            return
+        if carried:
+            self.note("environment", carried)
+        self.switch_to(old_id, argv)
+        self.note("switched", {"session_id": old_id, "argv": list(argv),
+                               "argv_source": argv_source})
+        fault("rollback_switched")
+        flags = claude.channel_flags(old_argv)
+        project = self.config.project_dir
+        sw = self.config.switch
+        report = restart.ready(self.door, self.expectation(old_id, current, flags),
+                               project.parent.parent if project is not None else None,
+                               sw.activation_stable_seconds, sw.activation_timeout_seconds)
+        self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
+        if not report.ok:
+            self._finish_failed("rollback_unhealthy", report.reason)
+            return
+        self.move(State.ROLLED_BACK, "rolled_back", {"identity": report.evidence.get("identity")},
+                  facts={"identity_after_rollback": report.evidence.get("identity"),
+                         "rolled_back_at": now_iso(), "resumed_argv_source": argv_source})
+
+    def _finish_failed(self, code: str, message: str) -> None:
+        log(f"{self.id}: rollback failed: {code}: {message}")
+        current = self.store.read(self.id)
+        if current.state != State.ROLLBACK_SCHEDULED:
+            return
+        self.op = current
+        self.move(State.FAILED, "failed", {"code": code, "message": message},
+                  failure={"code": code, "message": message})
+
+

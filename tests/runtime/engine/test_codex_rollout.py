@@ -1,0 +1,253 @@
+"""The Codex reader and speech allowlist, one hand-made rollout per rule."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from runtime.agents.detect import detect
+from runtime.config import Config
+from runtime.engine.codex import candidate
+from runtime.engine.codex.rollout import scan
+from runtime.errors import ConfigError, TranscriptError
+from tests.fixtures.transcripts import Transcript
+from tests.runtime.codex_rollouts import ENV_CONTEXT, Rollout
+
+
+def carried(path: Path) -> list[tuple[str, str, str]]:
+    built = candidate.build(path, Config())
+    return [(u.role, u.kind, u.text) for i in built.selected for u in built.turns[i].items]
+
+
+def test_line0_session_meta_picks_codex_and_a_transcript_stays_claude(tmp_path: Path) -> None:
+    rollout = Rollout()
+    rollout.exchange("hi", "hello")
+    codex = rollout.write(tmp_path)
+    t = Transcript()
+    t.user("hello")
+    claude = t.write(tmp_path / "11111111-2222-3333-4444-555555555555.jsonl")
+    assert detect(codex) == "codex"
+    assert detect(claude) == "claude"
+    assert detect(codex, "claude") == "claude"
+    assert detect(claude, "codex") == "codex"
+    with pytest.raises(ConfigError, match="'gemini' is not one of claude, codex"):
+        detect(codex, "gemini")
+
+
+def test_forcing_codex_on_a_claude_transcript_fails_with_the_path(tmp_path: Path) -> None:
+    t = Transcript()
+    t.user("hello")
+    claude = t.write(tmp_path / "11111111-2222-3333-4444-555555555555.jsonl")
+    with pytest.raises(TranscriptError, match="does not start with session_meta"):
+        scan(claude)
+
+
+def test_typed_messages_are_speech_and_ui_copies_are_not_counted_twice(tmp_path: Path) -> None:
+    rollout = Rollout()
+    rollout.exchange('with "quotes"\nand é ✓', "answer one")
+    rollout.exchange("second", "answer two", trigger="user")
+    built = candidate.build(rollout.write(tmp_path), Config())
+    assert carried(built.source) == [
+        ("user", "typed", 'with "quotes"\nand é ✓'), ("assistant", "assistant_text", "answer one"),
+        ("user", "typed", "second"), ("assistant", "assistant_text", "answer two"),
+    ]
+    assert built.counts["source"] == {"typed": 2, "queued": 0, "untagged": 0,
+                                      "assistant_text": 2}
+    assert built.read.ignored_types["event_msg:item_completed"] == 4
+    assert built.details["recognition_audit"]["unrecognised"] == {}
+
+
+def test_environment_context_and_developer_messages_are_harness_not_speech(
+    tmp_path: Path,
+) -> None:
+    rollout = Rollout()
+    rollout.exchange("hello", "hi")
+    rollout.developer("<collaboration_mode>default</collaboration_mode>")
+    texts = [text for _, _, text in carried(rollout.write(tmp_path))]
+    assert texts == ["hello", "hi"]
+    assert ENV_CONTEXT not in texts
+
+
+def test_a_message_delivered_by_codex_queue_is_queued_human_speech(tmp_path: Path) -> None:
+    rollout = Rollout()
+    rollout.exchange("typed", "reply")
+    rollout.exchange("QUEUED-MSG", "reply to queue", trigger="queue")
+    assert carried(rollout.write(tmp_path))[2] == ("user", "queued", "QUEUED-MSG")
+
+
+def test_parts_are_judged_one_by_one_in_a_desktop_message(tmp_path: Path) -> None:
+    rollout = Rollout()
+    rollout.start("user", harness=True)
+    rollout.message("user", [
+        {"type": "input_text", "text": "# AGENTS.md instructions for /w\n\nbe terse"},
+        {"type": "input_text", "text": ENV_CONTEXT},
+        {"type": "input_text", "text": "<image name=[Image #1]>"},
+        {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+        {"type": "input_text", "text": "</image>"},
+        {"type": "input_text", "text": "what is in the picture?"},
+    ])
+    rollout.message("user", [{"type": "input_text", "text": (
+        "# Context from my IDE setup:\n\n## Open tabs:\n- a.py\n\n"
+        "## My request for Codex:\nfix the bug in a.py")}])
+    rollout.message("user", [{"type": "input_text", "text": "<turn_aborted>\nx\n</turn_aborted>"}])
+    rollout.assistant("done")
+    path = rollout.write(tmp_path)
+    built = candidate.build(path, Config())
+    line = next(x for x in path.read_bytes().splitlines() if b"what is in the picture" in x)
+    desktop = orjson.loads(line)["payload"]["content"]
+    harness_text = sum(len(p["text"].encode()) for p in desktop if "text" in p) - len(
+        b"what is in the picture?")
+    assert built.ledger.noise["harness_message"] >= harness_text + len(ENV_CONTEXT.encode())
+    assert carried(built.source) == [
+        ("user", "untagged", "what is in the picture?"),
+        ("user", "untagged", "fix the bug in a.py"),
+        ("assistant", "assistant_text", "done"),
+    ]
+    assert built.ledger.image_seen is True
+
+
+def test_noise_goes_to_its_category_by_the_bytes_of_its_lines(tmp_path: Path) -> None:
+    rollout = Rollout()
+    rollout.start("exec", harness=True)
+    rollout.user("run it")
+    before = len(rollout.lines)
+    rollout.tool_round()
+    tool_lines = rollout.lines[before:]
+    rollout.add("response_item", {"type": "custom_tool_call", "name": "apply_patch",
+                                  "input": "*** Begin Patch"})
+    rollout.add("response_item", {"type": "web_search_call", "action": {"query": "x"}})
+    rollout.add("response_item", {"type": "ghost_snapshot", "ghost_commit": {"id": "abc"}})
+    rollout.add("mystery_line", {"x": 1})
+    rollout.assistant("ran it")
+    rollout.end("ran it")
+    read, ledger, _, _ = scan(rollout.write(tmp_path))
+    size = {i: len(line) + 1 for i, line in enumerate(tool_lines)}
+    assert ledger.noise["reasoning"] == size[0]
+    assert ledger.noise["function_call"] == size[2]
+    assert ledger.noise["function_call_output"] == size[3]
+    assert ledger.noise["custom_tool_call"] > 0 and ledger.noise["web_search_call"] > 0
+    assert ledger.noise["world_state"] > 0 and ledger.noise["turn_context"] > 0
+    assert ledger.noise["token_records"] > 0 and ledger.noise["harness_message"] > 0
+    assert set(ledger.other_by_type) >= {"response_item:ghost_snapshot", "mystery_line"}
+    assert read.ignored_types["mystery_line"] == 1
+    assert ledger.noise_bytes + ledger.conversation_bytes == read.bytes
+    assert ledger.conversation_bytes < read.bytes // 2
+
+
+def test_compaction_keeps_the_earlier_conversation_and_drops_a_covered_summary(
+    tmp_path: Path,
+) -> None:
+    rollout = Rollout()
+    rollout.exchange("first", "reply one")
+    rollout.exchange("second", "reply two")
+    rollout.compaction("SUMMARY-OF-CONVERSATION")
+    rollout.user("third")
+    rollout.assistant("reply three")
+    rollout.end("reply three")
+    built = candidate.build(rollout.write(tmp_path), Config())
+    texts = [text for _, _, text in carried(built.source)]
+    assert texts == ["first", "reply one", "second", "reply two", "third", "reply three"]
+    assert built.details["compaction"] == {"summaries": 1, "carried": 0}
+    assert built.ledger.noise["compaction"] > 0
+
+
+def test_a_fork_inlines_its_parent_before_the_end_ordinal(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    parent = Rollout()
+    parent.exchange("parent one", "parent reply one")
+    cut = parent.ordinal
+    parent.exchange("parent two (after the fork point)", "not in the fork")
+    parent.write(sessions / "2026" / "12" / "02")
+    child = Rollout(first_ordinal=cut, history_base={
+        "thread_id": parent.id, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
+    child.exchange("child", "child reply", trigger="exec")
+    built = candidate.build(child.write(sessions / "2026" / "12" / "03"), Config())
+    assert [text for _, _, text in carried(built.source)] == [
+        "parent one", "parent reply one", "child", "child reply"]
+    assert len(built.parents) == 1 and parent.id in built.parents[0]
+
+
+def test_a_revision_of_the_same_thread_inlines_the_revised_file(tmp_path: Path) -> None:
+    original = Rollout()
+    original.exchange("turn one", "reply one")
+    cut = original.ordinal
+    original.exchange("turn two (reverted)", "reverted reply")
+    original.write(tmp_path)
+    revision = Rollout(original.id, first_ordinal=cut, history_base={
+        "thread_id": original.id, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
+    revision.message("user", [{"type": "input_text", "text": "INJECTED"}],
+                     {"turn_id": "auto-compact-1", "content_item_kinds": ["unknown"]})
+    revision.assistant("after revert")
+    path = revision.write(tmp_path, f"rollout-2026-12-03T11-00-00-{original.id}_rev1.jsonl")
+    assert carried(path) == [
+        ("user", "typed", "turn one"), ("assistant", "assistant_text", "reply one"),
+        ("user", "untagged", "INJECTED"), ("assistant", "assistant_text", "after revert")]
+
+
+def test_a_revision_of_a_revision_reads_each_file_once(tmp_path: Path) -> None:
+    original = Rollout()
+    original.exchange("one", "reply one")
+    first_cut = original.ordinal
+    original.exchange("two (reverted)", "reverted")
+    original.write(tmp_path)
+    first = Rollout(original.id, first_ordinal=first_cut, history_base={
+        "thread_id": original.id, "end_ordinal_exclusive": first_cut})
+    first.exchange("three", "reply three")
+    second_cut = first.ordinal
+    first.exchange("four (reverted)", "reverted")
+    first.write(tmp_path, f"rollout-2026-12-03T11-00-00-{original.id}_rev1.jsonl")
+    second = Rollout(original.id, first_ordinal=second_cut, history_base={
+        "thread_id": original.id, "end_ordinal_exclusive": second_cut})
+    second.exchange("five", "reply five")
+    path = second.write(tmp_path, f"rollout-2026-12-03T12-00-00-{original.id}_rev2.jsonl")
+    os.utime(tmp_path / f"rollout-2026-12-03T10-00-00-{original.id}.jsonl", (1, 1))
+    assert [text for _, _, text in carried(path)] == [
+        "one", "reply one", "three", "reply three", "five", "reply five"]
+
+
+def test_a_missing_parent_is_an_error_naming_thread_and_folder(tmp_path: Path) -> None:
+    child = Rollout(first_ordinal=9, history_base={
+        "thread_id": "01a23b12-0000-7000-8000-000000000000", "end_ordinal_exclusive": 9})
+    child.exchange("child", "reply")
+    path = child.write(tmp_path / "sessions")
+    with pytest.raises(TranscriptError) as caught:
+        candidate.build(path, Config())
+    message = str(caught.value)
+    assert "01a23b12-0000-7000-8000-000000000000" in message
+    assert str(tmp_path / "sessions") in message and "\n" not in message
+
+
+def test_a_legacy_rollout_is_read_from_its_user_and_agent_message_events_once(
+    tmp_path: Path,
+) -> None:
+    rollout = Rollout(legacy=True)
+    rollout.exchange("legacy hello", "legacy reply")
+    built = candidate.build(rollout.write(tmp_path), Config())
+    assert [text for _, _, text in carried(built.source)] == ["legacy hello", "legacy reply"]
+    assert built.read.ignored_types["event_msg:user_message"] == 1
+    assert all("ordinal" not in line for line in built.items)
+    assert "history_mode" not in built.meta
+
+
+def test_a_pre_envelope_rollout_is_read(tmp_path: Path) -> None:
+    lines: list[dict[str, Any]] = [
+        {"id": "5973b6c0-94b8-487b-a530-2aeb6098ae0e", "timestamp": "2025-06-01T10:00:00.000Z",
+         "instructions": None, "git": {}},
+        {"record_type": "state"},
+        {"type": "message", "id": None, "role": "user",
+         "content": [{"type": "input_text", "text": "old format question"}]},
+        {"type": "reasoning", "id": "rs", "summary": [],
+         "content": [{"type": "reasoning_text", "text": "plain reasoning"}]},
+        {"type": "message", "id": None, "role": "assistant",
+         "content": [{"type": "output_text", "text": "old format answer"}]},
+    ]
+    path = tmp_path / "rollout-2025-06-01T10-00-00-5973b6c0-94b8-487b-a530-2aeb6098ae0e.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    assert detect(path) == "codex"
+    built = candidate.build(path, Config())
+    assert [u.text for u in built.turns[0].items] == ["old format question", "old format answer"]
+    assert built.ledger.noise["reasoning"] > 0

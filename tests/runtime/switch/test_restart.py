@@ -1,0 +1,270 @@
+# ruff: noqa: F811 - fixtures are imported by name and injected as parameters
+"""``tl-rebuild restart``: a restart ends ready, or fails with one line naming what is missing.
+
+systemd: a real systemd 252 (PID 1 in private namespaces) runs the unit the way claude has to
+run under systemd — inside tmux (``Type=forking``), through tl-launch — with a stand-in claude
+that shows the development-channels warning on every start and waits for Enter. tmux: the
+stand-in world on a private tmux server.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from runtime.agents.claude import channel_flags
+from runtime.doors.kind import DoorKind
+from runtime.doors.pointer import write_pointer
+from runtime.doors.tmux import TmuxDoor
+from runtime.switch.health import Expectation
+from runtime.switch.restart import restart
+from tests.fixtures.standin_claude import (
+    claude_json_path,
+    project_dir_for,
+    register_server,
+    sleeper_argv,
+    write_transcript,
+)
+from tests.fixtures.switch_world import CHANNEL, STANDIN, TL_REBUILD, TURNS, tmux_world, toml_value
+from tests.fixtures.systemd_sandbox import SystemdSandbox, systemd_sandbox  # noqa: F401
+from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401
+
+UNIT = "claude-companion.service"
+SOCKET = "threadline"
+
+
+def tl_launch() -> str:
+    return str(Path(sys.executable).with_name("tl-launch"))
+
+
+def tmux_unit(sandbox: SystemdSandbox, terminal: bool = True) -> tuple[Path, str]:
+    """The unit of HANDOFF §7 (claude in tmux, started through tl-launch); returns the config
+    path and the session the pointer names."""
+    share = sandbox.share
+    work, cfg, tmux_dir = share / "srv" / "app", share / "cfg", share / "tmux"
+    for folder in (work, tmux_dir):
+        folder.mkdir(parents=True)
+    tmux_dir.chmod(0o700)
+    project = project_dir_for(str(work), str(cfg))
+    # registered where the unit's claude reads it (CLAUDE_CONFIG_DIR): it starts the server
+    register_server(cfg / ".claude.json", "companion", sleeper_argv("unit"))
+    old = str(uuid.uuid4())
+    write_transcript(project / f"{old}.jsonl", old, str(work), TURNS)
+    pointer = share / "session.pointer"
+    write_pointer(pointer, old)
+    claude = share / "claude"
+    claude.write_text(f"#!/bin/sh\nexec {sys.executable} {STANDIN} \"$@\"\n")
+    claude.chmod(0o755)
+    config = share / "threadline.toml"
+    config.write_text("\n".join([
+        f"project_dir = {toml_value(str(project))}",
+        f"workdir = {toml_value(str(work))}",
+        f"state_dir = {toml_value(str(share / 'state'))}",
+        "[switch]", 'door = "systemd"',
+        f"channel_flags = {toml_value(list(CHANNEL))}",
+        'expected_channel_servers = ["companion"]',
+        "healthcheck_seconds = 2.0",
+        "[switch.systemd]", f"unit = {toml_value(UNIT)}",
+        f"pointer_path = {toml_value(str(pointer))}",
+        *(["[switch.tmux]", 'target = "claude:0.0"', f"socket_name = {toml_value(SOCKET)}"]
+          if terminal else []),
+    ]) + "\n")
+    inner = f"{tl_launch()} --pointer {pointer} -- {claude} --continue {' '.join(CHANNEL)}"
+    sandbox.write_unit(UNIT, (
+        "[Unit]\nDescription=claude in tmux, started through tl-launch\n[Service]\n"
+        "Type=forking\n"
+        f"WorkingDirectory={work}\n"
+        f'Environment="CLAUDE_CONFIG_DIR={cfg}" "HOME={share}/home" "TMUX_TMPDIR={tmux_dir}"\n'
+        f'Environment="STANDIN_RECORD={share}/standin.jsonl" STANDIN_DEV_WARNING=1\n'
+        f'ExecStart=/usr/bin/tmux -L {SOCKET} new-session -d -s claude -x 200 -y 50 "{inner}"\n'
+        f"ExecStop=/usr/bin/tmux -L {SOCKET} kill-server\n"
+    ))
+    sandbox.daemon_reload()
+    sandbox.systemctl("start", UNIT)
+    return config, old
+
+
+def restart_in(sandbox: SystemdSandbox, config: Path, session: str) -> subprocess.CompletedProcess:
+    tmux_dir = sandbox.share / "tmux"
+    return sandbox.exec("env", f"TMUX_TMPDIR={tmux_dir}", TL_REBUILD, "restart",
+                        "--session", session, "--config", str(config), timeout=120)
+
+
+def starts(sandbox: SystemdSandbox) -> list[dict[str, object]]:
+    path = sandbox.share / "standin.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    return [r for r in rows if r["event"] in ("start", "warning_accepted")]
+
+
+@pytest.mark.real_systemd
+def test_a_systemd_door_restart_ends_ready_with_the_warning_answered_in_the_units_tmux(
+    systemd_sandbox: SystemdSandbox,
+) -> None:
+    sandbox = systemd_sandbox
+    config, old = tmux_unit(sandbox)
+    wait_for(lambda: starts(sandbox), what="the unit's claude to start")
+    first_main = sandbox.main_pid(UNIT)
+
+    done = restart_in(sandbox, config, old)
+
+    assert done.returncode == 0, (done.stdout, done.stderr, sandbox.console()[-2000:])
+    assert done.stdout.startswith(f"ready: session {old} (pid ")
+    assert "warnings answered: 1" in done.stdout and "channel servers up: companion" in done.stdout
+    assert sandbox.main_pid(UNIT) not in (0, first_main)
+    events = [e["event"] for e in starts(sandbox)]
+    assert events[-2:] == ["start", "warning_accepted"]  # the restart's start, answered
+    assert [e for e in starts(sandbox) if e["event"] == "start"][-1]["argv"] == [
+        "--resume", old, *CHANNEL]
+    screen = sandbox.exec("env", f"TMUX_TMPDIR={sandbox.share / 'tmux'}", "tmux", "-L", SOCKET,
+                          "capture-pane", "-p", "-t", "claude:0.0").stdout
+    assert "standin claude ready" in screen
+
+
+@pytest.mark.real_systemd
+def test_a_systemd_door_restart_without_a_terminal_refuses_before_restarting_anything(
+    systemd_sandbox: SystemdSandbox,
+) -> None:
+    sandbox = systemd_sandbox
+    config, old = tmux_unit(sandbox, terminal=False)
+    wait_for(lambda: starts(sandbox), what="the unit's claude to start")
+    main_before = sandbox.main_pid(UNIT)
+
+    done = restart_in(sandbox, config, old)
+
+    assert done.returncode == 1, done.stdout
+    assert done.stderr == (
+        f"tl-rebuild: error: claude in unit {UNIT!r} starts with "
+        "--dangerously-load-development-channels and would wait at its warning after a "
+        "restart: the systemd door has no terminal to answer it (run claude in tmux inside "
+        "the unit and set switch.tmux.target; HANDOFF §7)\n")
+    assert sandbox.main_pid(UNIT) == main_before
+
+
+@pytest.mark.real_tmux
+def test_a_tmux_restart_whose_channel_server_is_missing_fails_naming_it(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    world = tmux_world(tmp_path, tmux_server, servers=("companion", "mail"),
+                       activation_timeout=4.0)
+    world.start_pane(tmux_server)
+    # "mail" stays registered, but its program is gone (uninstalled): claude cannot start it
+    register_server(claude_json_path(world.env), "mail", [str(tmp_path / "gone" / "mail-mcp")])
+    done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr == ("tl-rebuild: error: claude restarted through the tmux door is not "
+                           "ready: channel server(s) not running: mail (no process of its "
+                           "registration below the new claude yet) (after 4s)\n")
+
+
+@pytest.mark.real_tmux
+def test_a_restart_whose_server_starts_after_the_health_window_still_ends_ready(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    """A slow machine is not a failed restart: readiness is evidence, not a fixed wait (the
+    channel server comes up 2.5 s after claude, the health window is 1 s)."""
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",), healthcheck=1.0)
+    world.start_pane(tmux_server, extra_env={"STANDIN_SERVER_DELAY": "2.5"})
+    before = tmux_server.pane_pid(world.target)
+    done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    after = tmux_server.pane_pid(world.target)
+    assert after != before
+    assert done.stdout.startswith(f"ready: session {world.old_session} (pid {after}), ")
+    assert done.stdout.endswith("channel servers up: companion\n")
+
+
+@pytest.mark.real_tmux
+def test_a_restart_whose_server_exits_soon_after_ready_fails_naming_it(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    """Ready is not the end of the look: a channel server that exits within the health window
+    fails the restart (the watch of runtime.switch.activation)."""
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",), healthcheck=6.0)
+    world.start_pane(tmux_server)
+    register_server(claude_json_path(world.env), "companion",
+                    [sys.executable, "-c", "import time; time.sleep(2.0)", "--role", "channel"])
+    done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith("tl-rebuild: error: claude restarted through the tmux door is "
+                                  "not ready: channel server(s) not running: companion (started "
+                                  "as pid "), done.stderr
+    assert done.stderr.endswith(", then exited) (within 6s of being ready)\n"), done.stderr
+
+
+class BlindDoor:
+    """The tmux door seen without a terminal, as a systemd unit running claude under
+    ``script`` is: identity and pid, but no screen and no key to press."""
+
+    def __init__(self, door: TmuxDoor) -> None:
+        self.door = door
+        self.name = DoorKind.SYSTEMD
+
+    def identity(self) -> str:
+        return self.door.identity()
+
+    def process_pid(self, identity: str) -> int | None:
+        return self.door.process_pid(identity)
+
+    def screen(self) -> str:
+        return ""
+
+    def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
+        self.door.switch(session_id, resume_argv, workdir)
+
+    def confirm(self) -> bool:
+        return False
+
+    def settle(self) -> None:
+        self.door.settle()
+
+
+@pytest.mark.real_tmux
+def test_a_restart_left_at_the_unanswered_warning_fails_on_the_missing_session_record(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server, extra_env={"STANDIN_DEV_WARNING": "1"})
+    config = world.config
+    door = BlindDoor(TmuxDoor(world.target, tmux_server.socket_name))
+    previous = door.identity()
+    want = Expectation(session_id=world.old_session, previous_identity=previous,
+                       channel_flags=channel_flags(CHANNEL), workdir=config.workdir,
+                       window=0.5)
+    argv = [sys.executable, str(STANDIN), "--resume", world.old_session, *CHANNEL]
+
+    report = restart(door, want, argv, world.workdir, world.project_dir.parent.parent,
+                     stable=0.2, timeout=3.0)
+
+    pid = tmux_server.pane_pid(world.target)
+    assert not report.ok
+    assert report.reason.startswith(f"claude pid {pid} wrote no session record ")
+    assert report.reason.endswith("(claude writes it only once the development-channels "
+                                  "warning is answered: it may be waiting there, deaf) "
+                                  "(after 3s)")
+    assert "I am using this for local development" in tmux_server.capture(world.target)
+
+
+def test_a_session_that_is_no_session_id_is_refused_before_anything_is_stopped(
+    tmp_path: Path,
+) -> None:
+    """``restart --session ../x`` probed a path outside project_dir and, had it existed,
+    would have stopped claude to resume a name that is no session."""
+    from runtime.switch.restart import missing_transcript
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    (tmp_path / "x.jsonl").write_text("{}\n")
+    for bad in ("../x", "", "a b", "a\nb", "s-1\n"):
+        why = missing_transcript(project, bad)
+        assert why is not None and "is not a session id" in why
+    (project / "s-1.jsonl").write_text("{}\n")
+    assert missing_transcript(project, "s-1") is None
