@@ -111,10 +111,12 @@ def test_apply_restart_claude_whose_channel_server_is_missing_fails_naming_it(
     assert done.returncode != 0, done.stdout
     failed = [x for x in done.stdout.splitlines() if x.startswith("failed:")]
     assert len(failed) == 1 and "RestartClaude" in failed[0], done.stdout
-    # claude may be caught with the server started and not yet gone, or after it exited.
+    # claude may be caught with the server started and not yet gone, or after it exited; a
+    # server that lives only between two looks is never seen, and activation times out on it.
     assert re.search(rf"is not ready: channel server\(s\) not running: {CHANNEL_NAME} "
-                     r"\((no process of its registration below the new claude|started as pid "
-                     r"[0-9, ]+, then exited)\)$", failed[0]), failed[0]
+                     r"\((no process of its registration below the new claude yet\) "
+                     r"\(after [0-9.]+s|no process of its registration below the new claude"
+                     r"|started as pid [0-9, ]+, then exited)\)$", failed[0]), failed[0]
 
 
 def test_a_real_switch_leaves_the_users_pane_as_found_and_drift_exits_0(
