@@ -17,7 +17,7 @@ How to write a task (pyinfra-style; read this before adding one under ``provisio
             # PURE: no I/O. [] means "ok"; a non-empty list means "changed".
             # Raise a ProvisionError subclass (one-sentence message) to make the task "failed".
             return [WriteFile(path, new_bytes, before=facts.raw, mode=facts.mode,
-                              summary="merge Stop hook into /h/.claude/settings.json")]
+                              summary="add the Stop hook to /h/.claude/settings.json")]
 
         def ok_message(self, facts: SettingsFacts, ctx: Context) -> str:
             # what was found, e.g. "Stop hook already present in /h/.claude/settings.json"
@@ -64,6 +64,8 @@ if TYPE_CHECKING:
 class Action:
     """One side effect the engine performs unless --check; subclasses are frozen dataclasses."""
 
+    # what to do, as an imperative phrase that starts with its verb ("add the Stop hook to
+    # PATH", "write manifest PATH"); the engine prefixes "would " under --check (engine.wording)
     summary: str
 
     def execute(self, host: Host) -> str | None:

@@ -115,18 +115,30 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from runtime.cli import add_command, add_program_flags
+
     parser = argparse.ArgumentParser(prog=PROG, description="Threadline installer (SPEC §5).")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_program_flags(parser, PROG)
     sub = parser.add_subparsers(dest="command", required=True)
+    host = "inventories/tmux-vps.yml"
     specs = {
-        "validate": (cmd_validate, "check a host profile against the schema; touch nothing"),
-        "introspect": (cmd_introspect, "show how claude is really launched and the resume argv"),
-        "apply": (cmd_apply, "install config, Stop hook, MCP server; verify; record manifest"),
-        "drift": (cmd_drift, "compare the machine with the last apply (exit 0 clean, 1 drift)"),
-        "accept": (cmd_accept, "post-install acceptance checklist (exit 0 all pass, 1 a fail)"),
+        "validate": (cmd_validate, "check a host profile against the schema; touch nothing",
+                     [f"tl-provision validate {host}"]),
+        "introspect": (cmd_introspect, "show how claude is really launched and the resume argv",
+                       [f"tl-provision introspect {host}",
+                        f"tl-provision introspect {host} --json"]),
+        "apply": (cmd_apply, "install config, Stop hook, MCP server; verify; record manifest",
+                  [f"tl-provision apply {host} --check --diff   # say what would change",
+                   f"tl-provision apply {host}",
+                   f"tl-provision apply {host} --restart-claude"]),
+        "drift": (cmd_drift, "compare the machine with the last apply (exit 0 clean, 1 drift)",
+                  [f"tl-provision drift {host}"]),
+        "accept": (cmd_accept, "post-install acceptance checklist (exit 0 all pass, 1 a fail)",
+                   [f"tl-provision accept {host}", f"tl-provision accept {host} --drill",
+                    f"tl-provision accept {host} --live --confirm REBUILD"]),
     }
-    for name, (func, text) in specs.items():
-        cmd = sub.add_parser(name, help=text, description=text)
+    for name, (func, text, examples) in specs.items():
+        cmd = add_command(sub, name, text, examples, description=text)
         cmd.add_argument("profile", metavar="HOST.yml")
         cmd.add_argument("--json", action="store_true", help="JSON report on stdout")
         cmd.set_defaults(func=func)

@@ -1,9 +1,9 @@
 """Runs tasks in order: skip? → facts → plan → execute (unless --check) → re-read and verify.
 
 Statuses follow Ansible: an empty plan is ``ok`` (the message says what was found), a
-non-empty plan is ``changed`` (under --check: "would ..."), a ProvisionError is ``failed``,
-a skip reason is ``skipped``. The recap counts them; the exit code is 0, or 2 when a task
-failed. Check and diff modes live here only; tasks never see them.
+non-empty plan is ``changed`` (under --check: "would ...", see ``wording``), a ProvisionError
+is ``failed``, a skip reason is ``skipped``. The recap counts them; the exit code is 0, or 2
+when a task failed. Check and diff modes live here only; tasks never see them.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def run_task(task: Task, host: Host, ctx: Context) -> TaskResult:
         diff = task.diff(facts, actions)
         summaries = tuple(_summary(a) for a in actions)
         if ctx.check:
-            return TaskResult(task.name, Status.CHANGED, "would " + "; would ".join(summaries),
+            return TaskResult(task.name, Status.CHANGED, wording(summaries, check=True),
                               diff, details, summaries)
         notes = [note for a in actions if (note := a.execute(host))]
         if task.reverify:
@@ -45,7 +45,7 @@ def run_task(task: Task, host: Host, ctx: Context) -> TaskResult:
                 return TaskResult(task.name, Status.FAILED, "still differs after apply: "
                                   + "; ".join(_summary(a) for a in still), diff,
                                   details, summaries)
-        return TaskResult(task.name, Status.CHANGED, "; ".join(summaries), diff,
+        return TaskResult(task.name, Status.CHANGED, wording(summaries, check=False), diff,
                           (*details, *notes), summaries)
     except ProvisionError as exc:
         return TaskResult(task.name, Status.FAILED, str(exc))
@@ -56,6 +56,13 @@ def run_task(task: Task, host: Host, ctx: Context) -> TaskResult:
 
 def _summary(action: Action) -> str:
     return action.summary or type(action).__name__
+
+
+def wording(summaries: Sequence[str], check: bool) -> str:
+    """A changed task's message: its actions' summaries (each an imperative phrase, "add the
+    Stop hook to …") as done, or under --check in the conditional ("would add the Stop hook to
+    …; would write …"). The one rule for every task: tasks never word check mode themselves."""
+    return "; ".join(f"would {s}" if check else s for s in summaries)
 
 
 def run(tasks: Sequence[Task], host: Host, ctx: Context,

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from provision.errors import ProfileError
+from runtime.config import unknown_key
 from runtime.doors.kind import DoorKind
 
 
@@ -119,7 +120,7 @@ def _describe(err: Any) -> list[str]:
         return [f"{prefix}{key}: required" for key in missing]
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         known = err.schema.get("properties", {})
-        return [f"{prefix}{key}: unknown key" for key in err.instance if key not in known]
+        return [unknown_key(prefix, key, known) for key in err.instance if key not in known]
     if err.validator in ("allOf", "if"):
         return []
     return [f"{prefix.rstrip('.') or '(top level)'}: {err.message}"]

@@ -240,10 +240,20 @@ def schema_errors(data: Any) -> list[str]:
         prefix = "".join(f"{p}." for p in err.absolute_path)
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             known = err.schema.get("properties", {})
-            problems.extend(f"{prefix}{k}: unknown key" for k in err.instance if k not in known)
+            problems.extend(unknown_key(prefix, k, known) for k in err.instance if k not in known)
             continue
         problems.append(f"{prefix.rstrip('.') or '(top level)'}: {err.message}")
     return problems
+
+
+def unknown_key(prefix: str, key: Any, known: Any) -> str:
+    """``prefix.key: unknown key``, with ``(did you mean 'x'?)`` when one known key is close."""
+    from difflib import get_close_matches  # only on this error path, never at start-up
+
+    close = get_close_matches(key, [k for k in known if type(k) is str], n=1) if (
+        type(key) is str) else []
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{prefix}{key}: unknown key{hint}"
 
 
 # Keywords that only annotate; any keyword outside these and the checked ones is inconclusive.

@@ -140,6 +140,9 @@ def merge_stop_hook(doc: dict[str, Any], entry: dict[str, Any], marker: str = MA
                     previous: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool, str]:
     """Add or update our Stop handler; return ``(new_doc, changed, message)``.
 
+    A change's ``message`` is what to do, in the imperative ("add the Stop hook"): it becomes
+    an action's summary, which the engine words as done or as "would …" (provision/engine.py).
+
     ``entry`` is the desired handler (``type``, ``command``, ``timeout``); its ``--config``
     names the companion. An existing handler of that companion is updated in place: the keys of
     ``entry`` are set (new ones appended), its other fields and its position stay. Further
@@ -157,7 +160,7 @@ def merge_stop_hook(doc: dict[str, Any], entry: dict[str, Any], marker: str = MA
     if not found:
         hooks = new.setdefault("hooks", {})
         hooks.setdefault("Stop", []).append({"hooks": [dict(entry)]})
-        return new, True, "Stop hook added"
+        return new, True, "add the Stop hook"
     _, _, handler = found[0]
     stale = [key for key, value in entry.items() if handler.get(key, _MISSING) != value]
     for key in stale:
@@ -165,12 +168,12 @@ def merge_stop_hook(doc: dict[str, Any], entry: dict[str, Any], marker: str = MA
     dropped = _remove_handlers(new, found[1:])
     notes = []
     if stale:
-        notes.append(f"Stop hook updated in place ({', '.join(stale)})")
+        notes.append(f"update the Stop hook in place ({', '.join(stale)})")
     if dropped:
-        notes.append(f"{dropped} duplicate Stop hook(s) removed")
+        notes.append(f"remove {dropped} duplicate Stop hook(s)")
     if not notes:
         return doc, False, "Stop hook already present"
-    return new, True, "; ".join(notes)
+    return new, True, " and ".join(notes)
 
 
 def remove_stop_hook(doc: dict[str, Any], marker: str = MARKER, *,
@@ -190,7 +193,7 @@ def remove_stop_hook(doc: dict[str, Any], marker: str = MARKER, *,
         del hooks["Stop"]
     if not hooks:
         del new["hooks"]
-    return new, True, f"{count} Stop hook(s) removed"
+    return new, True, f"remove {count} Stop hook(s)"
 
 
 def stop_subtree_diff(before: dict[str, Any], after: dict[str, Any], path: str) -> str:

@@ -363,7 +363,7 @@ class LaunchDropIn(RenderedFile):
 
     def after_write(self, ctx: Context) -> list[Action]:
         return [RunCommand(("systemctl", "daemon-reload"),
-                           summary="systemctl daemon-reload (the unit's ExecStart changed)")]
+                           summary="run systemctl daemon-reload (the unit's ExecStart changed)")]
 
 
 class RunnerWrapper(RenderedFile):

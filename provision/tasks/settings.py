@@ -149,7 +149,7 @@ class StopHook(Task):
         if not changed:
             return []
         content = dump_settings(new)
-        verb = "to" if facts.present else "from"
+        verb = "from" if not facts.present else "to" if message.startswith("add ") else "in"
         actions: list[Action] = [WriteFile(
             facts.path, content, before=facts.raw,
             mode=facts.mode if facts.mode is not None else NEW_FILE_MODE,

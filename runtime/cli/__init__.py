@@ -7,7 +7,7 @@ so it must stay close to the start-up time of a bare interpreter (see runtime.cl
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ThreadlineError
 
@@ -16,6 +16,41 @@ if TYPE_CHECKING:  # argparse only off the hook's path (issue 13 §3: every impo
     from collections.abc import Sequence
 
 PROG = "tl-rebuild"
+DEBUG_HELP = "show tracebacks on errors"
+
+
+def add_program_flags(parser: argparse.ArgumentParser, prog: str) -> None:
+    """``--version`` (``PROG VERSION`` on stdout, exit 0) and ``--debug`` on a top parser.
+
+    The version is looked up only when asked: importlib.metadata is no start-up cost."""
+    import argparse
+
+    class Version(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+            from runtime import package_version
+
+            print(f"{prog} {package_version()}", flush=True)
+            parser.exit(0)
+
+    parser.add_argument("--version", action=Version, nargs=0, default=argparse.SUPPRESS,
+                        help="print the program's name and version and exit")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+
+
+def add_command(sub: Any, name: str, help_text: str, examples: Sequence[str],
+                description: str | None = None) -> argparse.ArgumentParser:
+    """A sub-command with a one-line description, its examples in ``--help``, and ``--debug``
+    accepted after the sub-command too (``tl-rebuild plan --debug`` ≡ ``tl-rebuild --debug
+    plan``: SUPPRESS keeps the top parser's value unless the flag is given here)."""
+    import argparse
+
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=help_text, description=description or help_text[:1].upper() + help_text[1:],
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help=DEBUG_HELP)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,21 +64,25 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Rebuild a long-running Claude Code session: carry every word, drop the noise.",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    add_program_flags(parser, PROG)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cli_engine.register(sub)
     cli_ops.register(sub)
     # registered here, not in runtime.switch.restart: importing it pulls runtime.switch.health and
-    # the
-    # channel servers into every command (6-12 ms of plan/dirty/fork start-up, issue 13)
-    cmd = sub.add_parser("restart", help="restart claude on SESSION through the door and wait "
-                                         "until it is ready (tl-provision apply --restart-claude)")
+    # the channel servers into every command (6-12 ms of plan/dirty/fork start-up, issue 13)
+    cmd = add_command(sub, "restart", "restart claude on SESSION through the door and wait "
+                                      "until it is ready (tl-provision apply --restart-claude)",
+                      ["tl-rebuild restart --session SESSION_ID --config /etc/threadline/c.toml"])
     cmd.add_argument("--session", required=True, help="the session id claude must run after")
     cmd.add_argument("--config", help="runtime config file (TOML)")
     cmd.set_defaults(func=_run_restart)
-    hook = sub.add_parser("hook-stop", help="Stop-hook entry (reads the hook JSON on stdin)")
+    hook = add_command(sub, "hook-stop", "Stop-hook entry (reads the hook JSON on stdin)",
+                       ["tl-rebuild hook-stop < hook.json   "
+                        "# what Claude Code runs after every turn (settings.json hooks.Stop)"])
     hook.set_defaults(func=None)
-    mcp = sub.add_parser("mcp", help="run the stdio MCP server (7 thread_rebuild_* tools)")
+    mcp = add_command(sub, "mcp", "run the stdio MCP server (7 thread_rebuild_* tools)",
+                      ["tl-rebuild mcp --config /etc/threadline/config.toml   "
+                       "# as registered by tl-provision (claude mcp add)"])
     mcp.add_argument("--config", help="runtime config file (TOML)")
     mcp.set_defaults(func=_run_mcp)
     return parser

@@ -20,13 +20,21 @@ PROGRESS_MIN_BYTES = 50 * 1024 * 1024
 
 def register(sub: Any) -> None:
     """Add the engine's sub-commands to ``sub``."""
-    plan = sub.add_parser("plan", help="what a rebuild would carry (read-only)")
+    from runtime.cli import add_command
+
+    plan = add_command(sub, "plan", "what a rebuild would carry (read-only)", [
+        "tl-rebuild plan --transcript ~/.claude/projects/-root-work/SESSION_ID.jsonl",
+        "tl-rebuild plan --config /etc/threadline/config.toml --json   # newest session"])
     _common(plan, required=False)
     plan.set_defaults(func=run_plan)
-    dirty = sub.add_parser("dirty", help="runtime noise in the transcript, by category")
+    dirty = add_command(sub, "dirty", "runtime noise in the transcript, by category", [
+        "tl-rebuild dirty --config /etc/threadline/config.toml",
+        "tl-rebuild dirty --transcript ~/.codex/sessions/2026/12/05/rollout-….jsonl --json"])
     _common(dirty, required=False)
     dirty.set_defaults(func=run_dirty)
-    fork = sub.add_parser("fork", help="write the candidate as a new session file (no switch)")
+    fork = add_command(sub, "fork", "write the candidate as a new session file (no switch)", [
+        "tl-rebuild fork --transcript SESSION_ID.jsonl --into /tmp/forks",
+        "tl-rebuild fork --transcript SESSION_ID.jsonl --manifest /tmp/forks/manifest.jsonl"])
     _common(fork, required=True)
     fork.add_argument("--into", metavar="DIR", help="folder for the new session file")
     fork.add_argument(

@@ -10,29 +10,39 @@ from runtime.cli.output import emit_json, flatten, table
 
 def register(sub: Any) -> None:
     """Add the operations sub-commands to ``sub``."""
-    p = _cmd(sub, "request", "register a rebuild that happens after the current turn", _request)
+    p = _cmd(sub, "request", "register a rebuild that happens after the current turn", _request,
+             "tl-rebuild request --reason 'context full of tool output' --confirm REBUILD")
     p.add_argument("--reason", required=True, help="why (kept in the audit record)")
     p.add_argument("--confirm", default=None, help="must be REBUILD")
     p.add_argument("--session", default=None, help="bind to this session id")
-    p = _cmd(sub, "status", "show one operation with its timeline", _status)
+    p = _cmd(sub, "status", "show one operation with its timeline", _status,
+             "tl-rebuild status", "tl-rebuild status --operation OPERATION_ID --manifest")
     p.add_argument("--operation", default=None, help="operation id (default: active, else latest)")
     p.add_argument("--manifest", action="store_true",
                    help="print the kept per-item manifest (digest checked)")
-    _cmd(sub, "list", "list operations, newest first", _list)
-    p = _cmd(sub, "cancel", "cancel a pending operation or a pending rollback", _cancel)
+    _cmd(sub, "list", "list operations, newest first", _list, "tl-rebuild list --json")
+    p = _cmd(sub, "cancel", "cancel a pending operation or a pending rollback", _cancel,
+             "tl-rebuild cancel --operation OPERATION_ID --confirm CANCEL")
     p.add_argument("--operation", required=True)
     p.add_argument("--confirm", default=None, help="must be CANCEL")
-    p = _cmd(sub, "rollback", "resume the old session after the next Stop", _rollback)
+    p = _cmd(sub, "rollback", "resume the old session after the next Stop", _rollback,
+             "tl-rebuild rollback --operation OPERATION_ID --confirm ROLLBACK")
     p.add_argument("--operation", required=True)
     p.add_argument("--confirm", default=None, help="must be ROLLBACK")
-    _cmd(sub, "doctor", "check config, store and door (read-only)", _doctor)
-    _cmd(sub, "recover", "settle an operation whose worker is gone", _recover)
-    p = _cmd(sub, "gc", "delete old finished operations and their artifacts", _gc)
+    _cmd(sub, "doctor", "check config, store and door (read-only)", _doctor,
+         "tl-rebuild doctor --config /etc/threadline/config.toml")
+    _cmd(sub, "recover", "settle an operation whose worker is gone", _recover,
+         "tl-rebuild recover --json")
+    p = _cmd(sub, "gc", "delete old finished operations and their artifacts", _gc,
+             "tl-rebuild gc", "tl-rebuild gc --keep 5")
     p.add_argument("--keep", type=int, default=None, help="keep the newest N (default from config)")
 
 
-def _cmd(sub: Any, name: str, help_text: str, func: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser(name, help=help_text)
+def _cmd(sub: Any, name: str, help_text: str, func: Any,
+         *examples: str) -> argparse.ArgumentParser:
+    from runtime.cli import add_command
+
+    parser = add_command(sub, name, help_text, examples)
     parser.add_argument("--config", default=None, help="runtime config (TOML)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=func)

@@ -23,6 +23,20 @@ from runtime.doors.pointer import pointed_session
 
 PROG = "tl-launch"
 USAGE = f"usage: {PROG} --pointer FILE -- CLAUDE_ARGV..."
+HELP = f"""{USAGE}
+
+The ExecStart wrapper of Threadline's systemd door: execs CLAUDE_ARGV as the resume argv of the
+session named in FILE (claude --resume ID, every other flag kept), or CLAUDE_ARGV unchanged,
+with a warning on stderr, when FILE names no existing session.
+
+options:
+  --pointer FILE  the pointer file tl-rebuild writes before it restarts the unit
+  -h, --help      show this help and exit
+  --version       print the program's name and version and exit
+
+example (the drop-in tl-provision writes):
+  ExecStart=tl-launch --pointer /var/lib/threadline/pointer -- claude --continue --channels …
+"""
 
 
 def session_file(session_id: str, cwd: str, environ: dict[str, str] | None = None) -> Path:
@@ -75,8 +89,18 @@ def parse_args(argv: Sequence[str]) -> tuple[str, list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exec claude with the session of the pointer file (never returns on success)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    own = args[: args.index("--")] if "--" in args else args  # after -- it is claude's argv
+    if "-h" in own or "--help" in own:
+        print(HELP, end="")
+        return 0
+    if "--version" in own:
+        from runtime import package_version
+
+        print(f"{PROG} {package_version()}")
+        return 0
     try:
-        pointer, launch = parse_args(sys.argv[1:] if argv is None else argv)
+        pointer, launch = parse_args(args)
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2

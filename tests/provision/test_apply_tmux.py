@@ -29,6 +29,11 @@ FOREIGN = {
 }
 
 
+# the verbs an action summary may start with (provision/actions.py: Action.summary)
+IMPERATIVE = {"add", "remove", "update", "create", "write", "chmod", "chown", "install", "check",
+              "restart", "run"}
+
+
 def _tasks(restart: bool = False) -> list:
     from provision.tasks.settings import StopHookPersists
 
@@ -66,6 +71,9 @@ def test_apply_installs_then_second_apply_reports_changed_zero(ready: Deployment
     assert _status(first)["RuntimeConfig"] == "changed"
     assert _status(first)["StopHook"] == "changed"
     assert _status(first)["McpServer"] == "changed"
+    messages = {r.task: r.message for r in first.results}
+    assert messages["StopHook"] == f"add the Stop hook to {ready.settings}"
+    assert messages["RuntimeConfig"] == f"create {ready.config_path}"
     second = _apply(ready)
     assert second.exit_code == 0
     assert second.count(Status.CHANGED) == 0, [r.message for r in second.results
@@ -104,8 +112,14 @@ def test_check_mode_changes_nothing_on_disk(ready: Deployment) -> None:
     before = ready.settings.read_bytes()
     report = _apply(ready, check=True)
     assert report.count(Status.CHANGED) >= 3
-    assert all(r.message.startswith("would ") for r in report.results
-               if r.status is Status.CHANGED)
+    changed = [r for r in report.results if r.status is Status.CHANGED]
+    # one rule for every task: each action reads as what would happen, verb first
+    for result in changed:
+        assert result.message == "; ".join(f"would {a}" for a in result.actions)
+        assert {a.split()[0] for a in result.actions} <= IMPERATIVE, result.actions
+    by_task = {r.task: r.message for r in changed}
+    assert by_task["StopHook"] == f"would add the Stop hook to {ready.settings}"
+    assert by_task["RuntimeConfig"] == f"would create {ready.config_path}"
     assert ready.settings.read_bytes() == before
     assert not ready.config_path.exists()
     assert not (ready.state_dir / "provision.json").exists()

@@ -100,3 +100,41 @@ def test_apply_check_lists_every_task_the_package_defines(tmp_path: Path, capsys
     assert {"StopHook", "McpServer", "McpTools", "StopHookPersists", "Verify"} <= expected
     assert listed == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == ["host.yml"]
+
+
+def test_version_prints_the_program_and_the_installed_version(capsys) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"tl-provision {version('threadline')}\n"
+
+
+@pytest.mark.parametrize("argv", [["--debug", "validate"], ["validate", "--debug"]])
+def test_debug_before_or_after_the_subcommand_shows_the_traceback(
+        tmp_path: Path, argv: list[str]) -> None:
+    from provision.errors import ProfileError
+
+    with pytest.raises(ProfileError, match="host profile not found"):
+        main([*argv, str(tmp_path / "missing.yml")])
+
+
+def test_without_debug_a_missing_profile_is_one_line(tmp_path: Path, capsys) -> None:
+    missing = str(tmp_path / "missing.yml")
+    assert main(["validate", missing]) == 2
+    assert capsys.readouterr().err == f"tl-provision: error: host profile not found: {missing!r}\n"
+
+
+def test_every_subcommand_has_a_description_and_an_example_in_its_help() -> None:
+    from provision.cli import build_parser
+    from tests.runtime.cli.test_parser import subcommands
+
+    commands = subcommands(build_parser())
+    assert commands.keys() == {"validate", "introspect", "apply", "drift", "accept"}
+    for name, parser in commands.items():
+        text = parser.format_help()
+        assert parser.description and parser.description in text, name
+        examples = text.split("examples:\n", 1)[1].splitlines()
+        assert examples and all(line.startswith(f"  tl-provision {name} ") for line in examples)
+        assert "--debug" in text, name

@@ -282,7 +282,7 @@ def test_hook_disabled_persistence_check_passes_while_our_hook_stays_absent() ->
     host, ctx = _hook_host()
     report = engine.run([StopHook(), StopHookPersists(sleep=lambda _: None)], host, ctx)
     assert [r.status for r in report.results] == [Status.CHANGED, Status.OK]
-    assert report.results[0].message == f"1 Stop hook(s) removed from {SETTINGS}"
+    assert report.results[0].message == f"remove 1 Stop hook(s) from {SETTINGS}"
     assert report.results[1].message.startswith(f"Stop hook still absent from {SETTINGS}")
     left = json.loads(host.files[SETTINGS])
     assert left == {"model": "opus", "hooks": {"Stop": [

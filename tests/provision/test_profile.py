@@ -69,6 +69,17 @@ def test_all_errors_at_once_each_with_its_path() -> None:
     assert str(caught.value).count(";") == len(problems) - 1
 
 
+def test_a_misspelt_profile_key_gets_a_did_you_mean_and_a_far_one_does_not() -> None:
+    problems = profile_errors(_with(claude={"usr": "u", "home": "/home/u"}, hots="h",
+                                    extra=True, rebuild={"stamp_turn": True}))
+    assert "claude.usr: unknown key (did you mean 'user'?)" in problems
+    assert "hots: unknown key (did you mean 'host'?)" in problems
+    assert "rebuild.stamp_turn: unknown key (did you mean 'stamp_turns'?)" in problems
+    assert "extra: unknown key" in problems
+    with pytest.raises(ProfileError, match=r"claude\.usr: unknown key \(did you mean 'user'\?\)"):
+        profile_from_mapping(_with(claude={"usr": "u", "home": "/home/u"}), "host.yml")
+
+
 def test_rebuild_knobs_are_validated_by_the_runtime_schema() -> None:
     problems = profile_errors(_with(rebuild={"carry_overflow": "sometimes", "nope": 1}))
     assert "rebuild.nope: unknown key" in problems

@@ -110,7 +110,7 @@ def test_our_handler_is_recognised_by_tl_rebuild_followed_by_hook_stop(command, 
 
 def test_merge_into_empty_document_adds_a_group_without_matcher():
     new, changed, message = merge_stop_hook({}, OURS)
-    assert changed and message == "Stop hook added"
+    assert changed and message == "add the Stop hook"
     assert new == {"hooks": {"Stop": [{"hooks": [OURS]}]}}
 
 
@@ -146,7 +146,7 @@ def test_old_entry_is_upgraded_in_place_keeping_its_position_and_extra_fields():
                                                               "command": "after"}]}]}}
     new, changed, message = merge_stop_hook(doc, OURS)
     assert changed
-    assert message == "Stop hook updated in place (command, timeout)"
+    assert message == "update the Stop hook in place (command, timeout)"
     handlers = new["hooks"]["Stop"][0]["hooks"]
     assert handlers[0] == FOREIGN_STOP
     assert handlers[1] == {"type": "command", "command": OURS["command"],
@@ -164,7 +164,7 @@ def test_duplicate_entries_of_ours_are_removed_and_groups_they_empty_go_too():
     ]}}
     new, changed, message = merge_stop_hook(doc, OURS)
     assert changed
-    assert message == "2 duplicate Stop hook(s) removed"
+    assert message == "remove 2 duplicate Stop hook(s)"
     assert new == {"hooks": {"Stop": [{"hooks": [OURS]},
                                       {"matcher": "", "hooks": [FOREIGN_STOP]}]}}
 
@@ -185,7 +185,7 @@ def test_find_stop_hook_returns_our_handler_or_none():
 def test_remove_takes_only_our_entry_and_leaves_foreign_stop_hooks():
     merged, _, _ = merge_stop_hook(RICH, OURS)
     removed, changed, message = remove_stop_hook(merged)
-    assert changed and message == "1 Stop hook(s) removed"
+    assert changed and message == "remove 1 Stop hook(s)"
     assert removed == RICH
 
 
@@ -272,7 +272,7 @@ def test_task_adds_the_hook_to_a_rich_file_and_a_second_run_plans_nothing(fake):
     host.files[SETTINGS] = dump_settings(RICH)
     host.modes[SETTINGS] = 0o640
     facts, actions, notes = _apply(StopHook(), host, ctx)
-    assert [a.summary for a in actions] == [f"Stop hook added to {SETTINGS}"]
+    assert [a.summary for a in actions] == [f"add the Stop hook to {SETTINGS}"]
     assert notes == [f"backup {SETTINGS}.bak~"]
     assert host.files[f"{SETTINGS}.bak~"] == dump_settings(RICH)
     assert host.modes[SETTINGS] == 0o640
@@ -316,7 +316,7 @@ def test_task_upgrades_a_changed_timeout_in_place(fake):
     old = dict(WANTED, timeout=3, command="/old/bin/tl-rebuild hook-stop")
     host.files[SETTINGS] = dump_settings({"hooks": {"Stop": [{"hooks": [old]}]}})
     _, actions, _ = _apply(StopHook(), host, ctx)
-    assert actions[0].summary == (f"Stop hook updated in place (command, timeout) to {SETTINGS}")
+    assert actions[0].summary == (f"update the Stop hook in place (command, timeout) in {SETTINGS}")
     assert parse_settings(host.files[SETTINGS]) == {"hooks": {"Stop": [{"hooks": [WANTED]}]}}
 
 
@@ -327,7 +327,7 @@ def test_disabling_removes_only_our_hook(fake):
     host.files[SETTINGS] = dump_settings(RICH)
     _apply(StopHook(), host, ctx)
     _, actions, _ = _apply(StopHook(present=False), host, ctx)
-    assert actions[0].summary == f"1 Stop hook(s) removed from {SETTINGS}"
+    assert actions[0].summary == f"remove 1 Stop hook(s) from {SETTINGS}"
     assert parse_settings(host.files[SETTINGS]) == RICH
 
 
@@ -389,11 +389,11 @@ def test_engine_reports_changed_then_ok_and_check_mode_writes_nothing(fake):
     ctx.check = True
     checked = run_task(StopHook(), host, ctx)
     assert checked.status is Status.CHANGED
-    assert checked.message == f"would Stop hook added to {SETTINGS}"
+    assert checked.message == f"would add the Stop hook to {SETTINGS}"
     assert host.written == []
     ctx.check = False
     first = run_task(StopHook(), host, ctx)
-    assert (first.status, first.message) == (Status.CHANGED, f"Stop hook added to {SETTINGS}")
+    assert (first.status, first.message) == (Status.CHANGED, f"add the Stop hook to {SETTINGS}")
     assert "+++ after: " + SETTINGS + " hooks.Stop" in first.diff
     second = run_task(StopHook(), host, ctx)
     assert (second.status, second.message) == (
@@ -508,7 +508,7 @@ def test_a_second_companion_adds_its_own_stop_hook_next_to_the_first() -> None:
     with_a, _, _ = merge_stop_hook(RICH, A)
     both, changed, message = merge_stop_hook(with_a, B)
 
-    assert changed and message == "Stop hook added"
+    assert changed and message == "add the Stop hook"
     handlers = [h for g in both["hooks"]["Stop"] for h in g["hooks"]]
     assert A in handlers and B in handlers
     assert find_stop_hook(both, config_path="/etc/threadline/a.toml") == A
@@ -520,7 +520,7 @@ def test_updating_one_companions_hook_leaves_the_others_as_they_are() -> None:
 
     updated, changed, message = merge_stop_hook(both, _companion("/etc/threadline/a.toml", 30))
 
-    assert changed and "updated in place (timeout)" in message
+    assert changed and "update the Stop hook in place (timeout)" in message
     assert find_stop_hook(updated, config_path="/etc/threadline/b.toml") == B
     assert merge_stop_hook(updated, B) == (updated, False, "Stop hook already present")
 
@@ -530,7 +530,7 @@ def test_removing_one_companions_hook_keeps_the_other() -> None:
 
     removed, changed, message = remove_stop_hook(both, config_path="/etc/threadline/a.toml")
 
-    assert changed and message == "1 Stop hook(s) removed"
+    assert changed and message == "remove 1 Stop hook(s)"
     assert find_stop_hook(removed, config_path="/etc/threadline/a.toml") is None
     assert find_stop_hook(removed, config_path="/etc/threadline/b.toml") == B
 
@@ -541,7 +541,7 @@ def test_a_moved_config_file_upgrades_the_companions_hook_in_place() -> None:
 
     new, changed, message = merge_stop_hook(with_a, moved, previous=("/etc/threadline/a.toml",))
 
-    assert changed and "updated in place (command)" in message
+    assert changed and "update the Stop hook in place (command)" in message
     handlers = [h for g in new["hooks"]["Stop"] for h in g["hooks"]]
     assert moved in handlers and A not in handlers
 

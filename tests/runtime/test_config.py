@@ -92,6 +92,25 @@ def test_unknown_keys_are_errors_that_name_the_key(tmp_path: Path) -> None:
     assert str(path) in message
 
 
+def test_a_misspelt_key_gets_a_did_you_mean_and_a_far_one_does_not(tmp_path: Path) -> None:
+    path = write(tmp_path, "bogus = 1\n[rebuild]\nstamp_turn = true\n"
+                           "[switch.tmux]\ntarge = 'x'\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    problems = str(info.value).split(": ", 1)[1].split("; ")
+    assert "rebuild.stamp_turn: unknown key (did you mean 'stamp_turns'?)" in problems
+    assert "switch.tmux.targe: unknown key (did you mean 'target'?)" in problems
+    assert "bogus: unknown key" in problems  # nothing close: the message stays as it was
+
+
+def test_an_unknown_key_alone_still_reaches_jsonschema_and_its_suggestion() -> None:
+    """Everything else valid: the fast path must say "not sure", not "valid", for an extra key."""
+    from runtime.config import schema_errors
+
+    assert schema_errors({"rebuild": {"stamp_turn": True}}) == [
+        "rebuild.stamp_turn: unknown key (did you mean 'stamp_turns'?)"]
+
+
 def test_string_false_is_not_a_boolean(tmp_path: Path) -> None:
     path = write(tmp_path, '[rebuild]\nstamp_turns = "false"\n')
     expected = r"rebuild\.stamp_turns: 'false' is not of type 'boolean'"

@@ -106,6 +106,34 @@ def test_arguments_need_a_pointer_and_a_double_dash() -> None:
             parse_args(bad)
 
 
+def test_help_says_what_tl_launch_is_and_exits_0() -> None:
+    done = subprocess.run([*tl_launch_argv(), "--help"], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: tl-launch --pointer FILE -- CLAUDE_ARGV...\n")
+    assert "ExecStart wrapper of Threadline's systemd door" in done.stdout
+    assert "\n  ExecStart=tl-launch --pointer " in done.stdout  # the example
+
+
+def test_version_prints_the_program_and_the_installed_version(capsys) -> None:
+    from importlib.metadata import version
+
+    from runtime.doors.systemd_launch import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"tl-launch {version('threadline')}\n"
+
+
+def test_help_after_the_double_dash_belongs_to_claude(tmp_path: Path, capsys) -> None:
+    from runtime.doors.systemd_launch import main
+
+    missing = str(tmp_path / "no-claude")
+    assert main(["--pointer", str(tmp_path / "p"), "--", missing, "--help"]) == 127
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no help of ours: the argv went to the program (not there)
+    assert f"tl-launch: cannot run {missing!r}" in captured.err
+
+
 def run_tl_launch(
     tmp_path: Path, workdir: Path, pointer: Path
 ) -> tuple[subprocess.Popen[str], dict[str, object], str]:

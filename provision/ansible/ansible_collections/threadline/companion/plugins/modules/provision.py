@@ -117,7 +117,7 @@ tasks:
   returned: command=apply
   type: list
   elements: dict
-  sample: [{"task": "StopHook", "status": "changed", "message": "merge Stop hook into ..."}]
+  sample: [{"task": "StopHook", "status": "changed", "message": "add the Stop hook to ..."}]
 recap:
   description: The C(apply) recap counters.
   returned: command=apply

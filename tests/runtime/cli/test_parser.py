@@ -1,0 +1,88 @@
+"""tl-rebuild's command line itself: --version, --debug on either side of the sub-command, and
+a description with examples in every sub-command's --help (issue 15)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from runtime import package_version
+from runtime.cli import build_parser, main
+from runtime.errors import ConfigError
+from tests.conftest import REPO
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Every sub-parser of ``parser``, by name (walks argparse's sub-parsers action)."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found.update(action.choices)
+    return found
+
+
+def test_version_prints_the_program_and_the_installed_version(capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"tl-rebuild {version('threadline')}\n"
+
+
+def test_the_version_is_the_one_in_pyproject() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
+    assert package_version() == pyproject["project"]["version"]
+
+
+def test_building_the_parser_does_not_import_the_package_metadata() -> None:
+    """--version looks the version up only when asked: start-up pays nothing for it."""
+    code = ("import sys; from runtime.cli import build_parser; build_parser(); "
+            "print('importlib.metadata' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout == "False\n"
+
+
+@pytest.mark.parametrize("argv", [["--debug", "plan"], ["plan", "--debug"],
+                                  ["--debug", "status"], ["status", "--debug"]])
+def test_debug_before_or_after_the_subcommand_shows_the_traceback(
+        tmp_path: Path, argv: list[str]) -> None:
+    missing = str(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="config file not found"):
+        main([*argv, "--config", missing])
+
+
+@pytest.mark.parametrize("command", ["plan", "status"])
+def test_without_debug_an_error_is_one_line(tmp_path: Path, capsys, command: str) -> None:
+    missing = str(tmp_path / "missing.toml")
+    assert main([command, "--config", missing]) == 1
+    assert capsys.readouterr().err == (
+        f"tl-rebuild: error: config file not found: {missing!r}\n")
+
+
+def test_debug_after_the_subcommand_is_the_same_namespace_as_before() -> None:
+    parser = build_parser()
+    after = parser.parse_args(["gc", "--debug", "--keep", "3"])
+    before = parser.parse_args(["--debug", "gc", "--keep", "3"])
+    assert vars(after) == vars(before)
+    assert vars(after)["debug"] is True
+    assert parser.parse_args(["gc"]).debug is False
+
+
+def test_every_subcommand_has_a_description_and_an_example_in_its_help() -> None:
+    commands = subcommands(build_parser())
+    assert {"plan", "dirty", "fork", "request", "status", "list", "cancel", "rollback",
+            "doctor", "recover", "gc", "restart", "hook-stop", "mcp"} <= commands.keys()
+    for name, parser in commands.items():
+        text = parser.format_help()
+        assert parser.description and "\n" not in parser.description, name
+        assert parser.description in text, name
+        examples = text.split("examples:\n", 1)[1].splitlines()
+        assert examples and all(line.startswith(f"  tl-rebuild {name}") for line in examples), (
+            name, examples)
+        assert "--debug" in text, name
