@@ -118,7 +118,9 @@ def served_transcript(transcript: str | None, config: Config,
         return transcript, "argument"
     from runtime.agents.claude import SESSION_ID
 
-    if session_id and SESSION_ID.fullmatch(session_id) and config.project_dir is not None:
+    if config.project_dir is None:
+        return None, "no project_dir configured"  # the report says so, as a tool error
+    if session_id and SESSION_ID.fullmatch(session_id):
         own = config.project_dir / f"{session_id}.jsonl"
         if own.is_file():
             return str(own), "served session"
