@@ -1,28 +1,46 @@
 """``tl-rebuild mcp``: the stdio MCP server (official SDK v2) with the seven thread_rebuild tools.
 
-Each tool is one typed function whose docstring is what the model reads. Read-only tools
-(doctor, dirty, plan, status) carry ``readOnlyHint`` so they can be allow-listed; the writing
-tools keep the permission prompt and need their confirmation word (REBUILD, CANCEL, ROLLBACK).
+Each tool is one typed function whose (dedented) docstring is what the model reads and whose
+return type (runtime.cli.mcp_results) is its published ``outputSchema``. Read-only tools
+(doctor, dirty, plan, status) carry ``readOnlyHint`` and ``idempotentHint`` so they can be
+allow-listed; the writing tools keep the permission prompt and need their confirmation word
+(REBUILD, CANCEL, ROLLBACK).
 A wrong word, like every other error the model can act on, is *raised* as a ToolError: the
 call fails with the one-line message, and nothing is written.
 
 A request is bound to the session of the claude that runs this server: walking up the parent
 processes, the first pid with ``$CLAUDE_CONFIG_DIR/sessions/<pid>.json`` names it (sessionId).
+``dirty`` and ``plan`` measure that session's transcript by default, not the newest file of the
+project folder (after a rolled-back rebuild that is the abandoned candidate).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from runtime.cli.mcp_results import (
+    CancelResult,
+    DirtyResult,
+    DoctorResult,
+    PlanResult,
+    RequestResult,
+    RollbackResult,
+    StatusResult,
+    brief_status,
+)
 from runtime.config import Config, config_path_from, load_config
 from runtime.errors import ThreadlineError
 from runtime.paths import claude_config_dir
@@ -30,15 +48,22 @@ from runtime.procfs import claude_session_record, parse_stat
 from runtime.switch.ops import MAX_REASON_CHARS
 
 SERVER_NAME = "threadline"
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-SWITCHES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False,
+                            open_world_hint=False)
+# A request adds its reason to the pending operation each time: not idempotent.
+WRITES = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False,
+                         open_world_hint=False)
+# Cancel and rollback move one operation out of one state; the same call again changes nothing.
+SETTLES = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False,
+                          open_world_hint=False)
+SWITCHES = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=True,
+                           open_world_hint=False)
 T = TypeVar("T")
 
 Transcript = Annotated[
     str | None,
     Field(description="Path of a session transcript (.jsonl) inside project_dir; "
-                      "default: the newest session of project_dir."),
+                      "default: the session of the claude that runs this server."),
 ]
 OperationId = Annotated[str, Field(description="Operation id, as returned by a request.")]
 
@@ -83,10 +108,39 @@ def _call(fn: Callable[[], T]) -> T:
         raise ToolError(str(exc)) from exc
 
 
+def served_transcript(transcript: str | None, config: Config,
+                      session_id: str | None) -> tuple[str | None, str]:
+    """The transcript ``dirty`` and ``plan`` read, and why that one.
+
+    Default: the transcript of ``session_id`` (the session this server serves) in
+    ``project_dir``; only when it has none there, the newest session of ``project_dir``."""
+    if transcript is not None:
+        return transcript, "argument"
+    from runtime.agents.claude import SESSION_ID
+
+    if config.project_dir is None:
+        return None, "no project_dir configured"  # the report says so, as a tool error
+    if session_id and SESSION_ID.fullmatch(session_id):
+        own = config.project_dir / f"{session_id}.jsonl"
+        if own.is_file():
+            return str(own), "served session"
+        return None, f"newest in project_dir (served session {session_id} has no transcript there)"
+    return None, "newest in project_dir (no served session found)"
+
+
+def server_version() -> str:
+    """The installed threadline version (what ``serverInfo.version`` says)."""
+    try:
+        return version("threadline")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
 def build_server(load: Callable[[], Config]) -> MCPServer:
     """The server with its seven tools; ``load`` returns the runtime config for each call."""
     server: MCPServer = MCPServer(
         SERVER_NAME,
+        version=server_version(),
         instructions=(
             "Threadline rebuilds this long-running Claude Code session onto a clean session "
             "file that keeps every human and assistant word and drops tool noise. Read-only: "
@@ -96,39 +150,54 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
         ),
     )
 
-    @server.tool(annotations=READ_ONLY)
-    def thread_rebuild_doctor() -> dict[str, Any]:
+    def tool(annotations: ToolAnnotations) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        def register(fn: Callable[..., T]) -> Callable[..., T]:
+            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""),
+                            annotations=annotations)
+            return fn
+        return register
+
+    @tool(READ_ONLY)
+    def thread_rebuild_doctor() -> DoctorResult:
         """Check that threadline is set up to rebuild this session: config, store, door, hook.
 
         Returns a list of checks, each with ok and a detail; nothing is changed.
         """
         from runtime.switch import ops
 
-        return _call(lambda: ops.doctor(load()))
+        return cast(DoctorResult, _call(lambda: ops.doctor(load())))
 
-    @server.tool(annotations=READ_ONLY)
-    def thread_rebuild_dirty(transcript: Transcript = None) -> dict[str, Any]:
+    @tool(READ_ONLY)
+    def thread_rebuild_dirty(transcript: Transcript = None) -> DirtyResult:
         """Measure the tool noise in this session's transcript and whether a rebuild is advised.
 
         Bytes per noise category (tool results, tool calls, thinking, images, injected blocks …),
-        conversation bytes, noise ratio and should_rebuild. Advisory only; nothing is changed.
+        conversation bytes, noise ratio and should_rebuild; transcript_source says which file was
+        measured and why. Advisory only; nothing is changed.
         """
         from runtime.engine import report
 
-        return _call(lambda: report.dirty_report(transcript, load()))
+        config = load()
+        path, source = served_transcript(transcript, config, claude_session_id())
+        result = _call(lambda: report.dirty_report(path, config))
+        return cast(DirtyResult, {**result, "transcript_source": source})
 
-    @server.tool(annotations=READ_ONLY)
-    def thread_rebuild_plan(transcript: Transcript = None) -> dict[str, Any]:
+    @tool(READ_ONLY)
+    def thread_rebuild_plan(transcript: Transcript = None) -> PlanResult:
         """Show what a rebuild of this session would carry (every turn, verbatim) and drop.
 
         Turns, speech counts per kind, ignored event types, token estimate, poison score, blocked
-        reason and the dirty ledger. Nothing is written.
+        reason and the dirty ledger; transcript_source says which file was read and why.
+        Nothing is written.
         """
         from runtime.engine import report
 
-        return _call(lambda: report.plan_report(transcript, load()))
+        config = load()
+        path, source = served_transcript(transcript, config, claude_session_id())
+        result = _call(lambda: report.plan_report(path, config))
+        return cast(PlanResult, {**result, "transcript_source": source})
 
-    @server.tool(annotations=WRITES)
+    @tool(WRITES)
     def thread_rebuild_request(
         reason: Annotated[str, Field(
             description=f"Why to rebuild the session, in one sentence (at most "
@@ -136,7 +205,7 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
                         "never quote the conversation).",
             max_length=MAX_REASON_CHARS)],
         confirmation: Annotated[str, Field(description="The human's word: exactly REBUILD.")],
-    ) -> dict[str, Any]:
+    ) -> RequestResult:
         """Register a rebuild of this session once the human said REBUILD; switches after this turn.
 
         Only records a pending operation bound to this session, then reply normally: when your
@@ -146,41 +215,50 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
 
         _confirm("REBUILD", confirmation)
         session_id = claude_session_id()
-        return _call(lambda: ops.request(load(), reason, confirmation, session_id=session_id,
-                                         source="mcp"))
+        return cast(RequestResult, _call(lambda: ops.request(
+            load(), reason, confirmation, session_id=session_id, source="mcp")))
 
-    @server.tool(annotations=READ_ONLY)
+    @tool(READ_ONLY)
     def thread_rebuild_status(
         operation_id: Annotated[
             str | None, Field(description="Operation id; default: the active, else the latest.")
         ] = None,
-    ) -> dict[str, Any]:
-        """Report the state and timeline of a rebuild operation (default: active, else latest).
+        detail: Annotated[bool, Field(
+            description="Also return the whole record, facts and timeline evidence (~10 KB); "
+                        "default: a brief of at most 1 KB.")] = False,
+    ) -> Annotated[CallToolResult, StatusResult]:
+        """Report the state of a rebuild operation (default: active, else latest) in brief.
 
-        State (pending, scheduled, running, …, activated, failed, rolled_back), worker status,
-        every recorded phase, and for a pending request its age and when it expires (an expired
-        request is cancelled, not carried out). Nothing is changed.
+        State (pending, scheduled, running, …, activated, failed, rolled_back), its age, worker
+        status, the failure code and message, and one line per recorded phase with the time since
+        the request; a pending request says when it expires (an expired request is cancelled,
+        not carried out). detail=true adds the full record. Nothing is changed.
         """
         from runtime.switch import ops
 
-        return _call(lambda: ops.status(load(), operation_id))
+        full = _call(lambda: ops.status(load(), operation_id))
+        brief = brief_status(full, datetime.now(UTC), detail=detail)
+        # The text block is what most clients show the model: compact JSON, not indented.
+        text = json.dumps(brief, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(content=[TextContent(text=text)],
+                              structured_content=cast(dict[str, Any], brief))
 
-    @server.tool(annotations=WRITES)
+    @tool(SETTLES)
     def thread_rebuild_cancel(
         operation_id: OperationId,
         confirmation: Annotated[str, Field(description="The human's word: exactly CANCEL.")],
-    ) -> dict[str, Any]:
+    ) -> CancelResult:
         """Cancel a rebuild that has not started switching yet, after the human said CANCEL."""
         from runtime.switch import ops
 
         _confirm("CANCEL", confirmation)
-        return _call(lambda: ops.cancel(load(), operation_id, confirmation))
+        return cast(CancelResult, _call(lambda: ops.cancel(load(), operation_id, confirmation)))
 
-    @server.tool(annotations=SWITCHES)
+    @tool(SWITCHES)
     def thread_rebuild_rollback_request(
         operation_id: OperationId,
         confirmation: Annotated[str, Field(description="The human's word: exactly ROLLBACK.")],
-    ) -> dict[str, Any]:
+    ) -> RollbackResult:
         """Ask to go back to the session before an activated rebuild, after the human said ROLLBACK.
 
         Reports how many turns were said in the new session since the switch (the old session will
@@ -189,7 +267,8 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
         from runtime.switch import ops
 
         _confirm("ROLLBACK", confirmation)
-        return _call(lambda: ops.rollback_request(load(), operation_id, confirmation))
+        return cast(RollbackResult, _call(
+            lambda: ops.rollback_request(load(), operation_id, confirmation)))
 
     _forbid_unknown_arguments(server)
     return server

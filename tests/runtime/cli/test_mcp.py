@@ -6,16 +6,20 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from runtime.cli.mcp import claude_session_id
 from runtime.procfs import start_time
+from runtime.switch.state import State
+from runtime.switch.store import Store
 
 TRANSCRIPT = "iansherr__claude-code-log__03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
 SESSION = "9d3b4a10-5c2e-4f7a-8b6d-0e1f2a3b4c5d"
@@ -36,16 +40,18 @@ def tl_rebuild_argv() -> list[str]:
 
 
 class Setup:
-    """A runtime config over the corpus, a private state dir and a private claude config dir."""
+    """A runtime config over the corpus (or another project folder), a private state dir and a
+    private claude config dir."""
 
-    def __init__(self, tmp_path: Path, corpus: Path) -> None:
+    def __init__(self, tmp_path: Path, corpus: Path, project_dir: Path | None = None) -> None:
         self.corpus = corpus
         self.state = tmp_path / "state"
         self.claude_dir = tmp_path / "claude-config"
         self.config = tmp_path / "threadline.toml"
         # The pointer door on a temp file: nothing this server could switch exists outside tmp.
         self.config.write_text(
-            f'project_dir = "{corpus}"\nworkdir = "{tmp_path}"\nstate_dir = "{self.state}"\n'
+            f'project_dir = "{project_dir or corpus}"\nworkdir = "{tmp_path}"\n'
+            f'state_dir = "{self.state}"\n'
             f'[switch]\ndoor = "pointer"\n[switch.pointer]\npath = "{tmp_path / "pointer"}"\n'
         )
         (self.claude_dir / "sessions").mkdir(parents=True)
@@ -80,10 +86,14 @@ def setup(tmp_path: Path, corpus: Path) -> Setup:
 
 
 async def call(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
-    """Call a tool that must succeed; return its structured result."""
+    """Call a tool that must succeed; return its structured result, checked against the
+    tool's published outputSchema."""
     result = await client.call_tool(name, arguments)
     assert not result.is_error, result.content
     assert isinstance(result.structured_content, dict)
+    tool = next(t for t in (await client.list_tools()).tools if t.name == name)
+    assert tool.output_schema is not None
+    jsonschema.validate(result.structured_content, tool.output_schema)
     return result.structured_content
 
 
@@ -103,7 +113,10 @@ def test_lists_the_seven_tools_with_read_only_hints_only_on_the_read_only_ones(
                 for tool in listed} == TOOLS
         for tool in listed:
             assert tool.description and len(tool.description.splitlines()[0]) <= 100
+            assert "\n    " not in tool.description  # dedented: the model reads no indentation
             assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+            assert tool.annotations is not None
+            assert tool.annotations.idempotent_hint is (tool.name != "thread_rebuild_request")
         request = next(tool for tool in listed if tool.name == "thread_rebuild_request")
         assert request.input_schema["required"] == ["reason", "confirmation"]
 
@@ -130,6 +143,137 @@ def test_read_only_tools_answer_on_a_real_corpus_transcript(setup: Setup) -> Non
 
     setup.run(scenario)
     assert setup.operations() == []
+
+
+OUTPUT_PROPERTIES = {
+    "thread_rebuild_doctor": {"ok", "checks", "active"},
+    "thread_rebuild_dirty": {"transcript", "transcript_source", "categories", "noise_bytes",
+                             "conversation_bytes", "noise_ratio", "should_rebuild", "reasons"},
+    "thread_rebuild_plan": {"transcript", "transcript_source", "items", "turns", "speech",
+                            "blocked_reason", "dirty"},
+    "thread_rebuild_status": {"operation_id", "state", "message", "age_s", "failure",
+                              "timeline", "detail"},
+    "thread_rebuild_request": {"operation_id", "state", "reasons", "bound_session_id",
+                               "message"},
+    "thread_rebuild_cancel": {"operation_id", "state", "message"},
+    "thread_rebuild_rollback_request": {"operation_id", "state", "turns_since_switch",
+                                        "message"},
+}
+
+
+def test_every_tool_publishes_an_output_schema_naming_its_properties(setup: Setup) -> None:
+    async def scenario(client: Client) -> None:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(listed) == set(OUTPUT_PROPERTIES)
+        for name, expected in OUTPUT_PROPERTIES.items():
+            schema = listed[name].output_schema
+            assert schema is not None
+            assert expected <= set(schema["properties"]), name
+            assert schema.get("additionalProperties") is not True or name == "thread_rebuild_plan"
+            jsonschema.Draft202012Validator.check_schema(schema)
+        status = listed["thread_rebuild_status"].output_schema
+        assert status is not None and status["properties"]["timeline"]["type"] == "array"
+        detail = listed["thread_rebuild_status"].input_schema["properties"]["detail"]
+        assert detail["default"] is False
+        server = client.server_info
+        assert server is not None and server.name == "threadline"
+        assert server.version == version("threadline")
+
+    setup.run(scenario)
+
+
+def test_results_of_every_callable_tool_validate_against_their_schemas(setup: Setup) -> None:
+    async def scenario(client: Client) -> None:
+        await call(client, "thread_rebuild_doctor")  # call() validates each result
+        await call(client, "thread_rebuild_dirty", transcript=str(setup.corpus / TRANSCRIPT))
+        await call(client, "thread_rebuild_plan", transcript=str(setup.corpus / TRANSCRIPT))
+        made = await call(client, "thread_rebuild_request", reason="full", confirmation="REBUILD")
+        brief = await call(client, "thread_rebuild_status")
+        assert brief["operation_id"] == made["operation_id"] and brief["state"] == "pending"
+        assert brief["timeline"] == [brief["timeline"][0]]
+        assert brief["timeline"][0].endswith(" created → pending")
+        assert 0 < brief["request_expires_in_s"] <= 24 * 3600
+        full = await call(client, "thread_rebuild_status", detail=True)
+        assert full["detail"]["reasons"][0]["reason"] == "full"
+        await call(client, "thread_rebuild_cancel", operation_id=made["operation_id"],
+                   confirmation="CANCEL")
+
+    setup.run(scenario)
+
+
+def test_status_of_a_failed_operation_with_a_long_timeline_is_at_most_1_kb(setup: Setup) -> None:
+    store = Store(setup.state)
+    op = store.create(reason={"reason": "context full of tool output", "source": "mcp"},
+                      bound_session_id=SESSION, door="tmux")
+    long_path = str(setup.state / "artifacts" / op.operation_id / ("x" * 80 + ".jsonl"))
+    store.transition(op.operation_id, State.SCHEDULED, phase="scheduled",
+                     evidence={"session_id": SESSION, "transcript": long_path})
+    store.transition(op.operation_id, State.RUNNING, phase="worker_started",
+                     evidence={"pid": 4242})
+    for n in range(40):  # stable, frozen, built, … with evidence the size of real ones
+        store.update(op.operation_id, phase=f"step_{n}", facts={f"fact_{n}": long_path},
+                     evidence={"path": long_path, "sha256": "ab" * 32,
+                               "argv": ["/usr/bin/claude", "--resume", SESSION] * 4})
+    store.transition(op.operation_id, State.FAILED, phase="failed",
+                     evidence={"code": "candidate_unverified", "message": "m" * 300},
+                     failure={"code": "candidate_unverified",
+                              "message": "the candidate lost 2 human turns: " + "t" * 400})
+
+    async def scenario(client: Client) -> None:
+        result = await client.call_tool("thread_rebuild_status", {})
+        brief = result.structured_content
+        assert isinstance(brief, dict)
+        assert len(json.dumps(brief)) <= 1024
+        text = " ".join(getattr(block, "text", "") for block in result.content)
+        assert len(text.encode()) <= 1024 and json.loads(text) == brief
+        assert brief["state"] == "failed" and brief["failure"]["code"] == "candidate_unverified"
+        assert brief["failure"]["message"].startswith("the candidate lost 2 human turns: ttt")
+        assert brief["timeline"][0].endswith(" created → pending")
+        assert brief["timeline"][-1].endswith(" failed candidate_unverified")
+        assert any(line.endswith(" more phases") for line in brief["timeline"])
+        full = await call(client, "thread_rebuild_status", operation_id=op.operation_id,
+                          detail=True)
+        assert len(full["detail"]["events"]) == 44 and full["detail"]["facts"]["fact_39"]
+        assert len(json.dumps(full)) > 10 * 1024
+
+    setup.run(scenario)
+
+
+def test_dirty_and_plan_default_to_the_served_session_not_the_newest_file(
+    tmp_path: Path, corpus: Path,
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    served = project / f"{SESSION}.jsonl"
+    served.write_bytes((corpus / TRANSCRIPT).read_bytes())
+    # After a rolled-back rebuild the abandoned candidate is the newest file of the folder.
+    abandoned = project / "0e0e0e0e-1111-4222-8333-444455556666.jsonl"
+    abandoned.write_text(served.read_text().splitlines()[0] + "\n")
+    os.utime(served, (1_700_000_000, 1_700_000_000))
+    setup = Setup(tmp_path, corpus, project_dir=project)
+
+    async def scenario(client: Client) -> None:
+        dirty = await call(client, "thread_rebuild_dirty")
+        assert dirty["transcript"] == str(served.resolve())
+        assert dirty["transcript_source"] == "served session"
+        assert dirty["noise_bytes"] > 0 and dirty["categories"]["tool_use"] > 0
+        plan = await call(client, "thread_rebuild_plan")
+        assert plan["transcript"] == str(served.resolve())
+        assert plan["turns"]["source"] == 7
+        chosen = await call(client, "thread_rebuild_dirty", transcript=str(abandoned))
+        assert chosen["transcript_source"] == "argument"
+
+    setup.run(scenario)
+    # A claude whose session has no transcript here yet: the newest file, and it says so.
+    (setup.claude_dir / "sessions" / f"{os.getpid()}.json").write_text(json.dumps(
+        {"pid": os.getpid(), "sessionId": "5a5a5a5a-0000-4000-8000-000000000000"}))
+
+    async def fallback(client: Client) -> None:
+        dirty = await call(client, "thread_rebuild_dirty")
+        assert dirty["transcript"] == str(abandoned.resolve())
+        assert dirty["transcript_source"].startswith("newest in project_dir (served session 5a5a")
+
+    setup.run(fallback)
 
 
 def test_a_transcript_outside_project_dir_is_a_tool_error(setup: Setup, tmp_path: Path) -> None:
