@@ -18,6 +18,12 @@ from pydantic import ConfigDict
 # pydantic takes nested TypedDicts below Python 3.12 only from typing_extensions
 from typing_extensions import TypedDict
 
+from runtime.cli.render import clip as _clip
+from runtime.cli.render import span, timeline_lines
+from runtime.cli.render import when as _when
+
+__all__ = ["BRIEF_LIMIT", "brief_status", "span", "timeline_lines"]
+
 BRIEF_LIMIT = 1024  # bytes of JSON; the status tool exists to keep the model's context clean
 MESSAGE_CHARS = 240
 REASON_CHARS = 100
@@ -140,54 +146,6 @@ class StatusResult(TypedDict):
     failure: NotRequired[Failure | None]
     timeline: NotRequired[list[str]]
     detail: NotRequired[dict[str, Any]]
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _when(stamp: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def span(seconds: float) -> str:
-    """A duration in the shortest readable unit: ``0.28s``, ``4m05s``, ``2h03m``."""
-    if seconds < 10:
-        return f"{seconds:.2f}s"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
-
-
-def timeline_lines(events: list[dict[str, Any]], created_at: str | None = None) -> list[str]:
-    """One short line per recorded phase: time since the operation was created, the phase, and
-    the state it entered when the phase is not named after it (``+0.28s scheduled``,
-    ``+0.34s worker_started → running``, ``+1.20s health not ok: cwd differs``)."""
-    start = _when(created_at) if created_at else None
-    lines = []
-    state_before = None
-    for event in events:
-        at = _when(event.get("at"))
-        if start is None:
-            start = at
-        offset = f"+{span(max(0.0, (at - start).total_seconds()))}" if at and start else "+?"
-        phase = str(event.get("phase", "?"))
-        line = f"{offset} {phase}"
-        state = event.get("state")
-        if state and state != phase and state != state_before:
-            line += f" → {state}"
-        state_before = state
-        if event.get("ok") is False:
-            line += f" not ok: {_clip(str(event.get('reason', '')), 60)}"
-        elif phase in ("failed", "rolled_back") and event.get("code"):
-            line += f" {event['code']}"
-        lines.append(line)
-    return lines
 
 
 def brief_status(full: dict[str, Any], now: datetime, detail: bool = False) -> StatusResult:

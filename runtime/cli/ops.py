@@ -7,6 +7,8 @@ from typing import Any
 
 from runtime.cli.output import emit_json, flatten, table
 
+SCHEMA_VERSION = 1  # of the --json output of plan, dirty, status and doctor
+
 
 def register(sub: Any) -> None:
     """Add the operations sub-commands to ``sub``."""
@@ -20,6 +22,8 @@ def register(sub: Any) -> None:
     p.add_argument("--operation", default=None, help="operation id (default: active, else latest)")
     p.add_argument("--manifest", action="store_true",
                    help="print the kept per-item manifest (digest checked)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print the recorded facts and each event's fields")
     _cmd(sub, "list", "list operations, newest first", _list, "tl-rebuild list --json")
     p = _cmd(sub, "cancel", "cancel a pending operation or a pending rollback", _cancel,
              "tl-rebuild cancel --operation OPERATION_ID --confirm CANCEL")
@@ -78,21 +82,83 @@ def _request(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     result = _ops().status(_config(args), args.operation, manifest=args.manifest)
     if args.json:
-        emit_json(result)
+        emit_json({"schema_version": SCHEMA_VERSION, **result})
         return 0
-    events = result.pop("events", [])
-    manifest = result.pop("manifest", None)
-    table(flatten(result))
-    if events:
-        print()
-        for event in events:
-            extra = ", ".join(f"{k}={v}" for k, v in event.items()
-                              if k not in ("at", "phase", "argv") and v not in (None, ""))
-            print(f"{event.get('at', '')}  {event.get('phase', ''):<20} {extra}")
+    from datetime import UTC, datetime
+
+    from runtime.cli import render
+
+    render.write(status_lines(result, datetime.now(UTC), verbose=args.verbose))
+    manifest = result.get("manifest")
     if manifest is not None:
         print()
         _print_manifest(manifest)
     return 0
+
+
+def status_lines(full: dict[str, Any], now: Any, verbose: bool = False) -> list[str]:
+    """``full`` (``ops.status``) for a person: state, age and failure first, then who and what,
+    then one line per phase with its duration; the facts and event fields only ``verbose``."""
+    from runtime.cli import render
+    from runtime.cli.render import span, timeline_lines, when
+
+    if full.get("operation_id") is None:
+        return [str(full.get("message", "no operations yet"))]
+    created = when(full.get("created_at"))
+    age = f", created {span((now - created).total_seconds())} ago" if created else ""
+    state = str(full["state"])
+    colour = {"failed": "red", "rolled_back": "red", "done": "green"}.get(state, "yellow")
+    lines = [f"{render.paint(state, colour)}{age}  (operation {full['operation_id']})"]
+    failure = full.get("failure")
+    if failure:
+        lines.append(f"failure: {failure.get('code', '?')} — {failure.get('message', '')}")
+    facts = full.get("facts") or {}
+    reasons = full.get("reasons") or []
+    rows: list[tuple[str, Any]] = [
+        ("door", full.get("door")),
+        ("worker", full.get("worker_status")),
+        ("bound session", full.get("bound_session_id")),
+        ("new session", facts.get("new_session_id")),
+        ("reason", f"{reasons[-1].get('reason', '')} ({len(reasons)} requests)"
+         if reasons else None),
+    ]
+    if full.get("request_age_s") is not None:
+        rows.append(("request age", span(float(full["request_age_s"]))))
+    if full.get("request_expires_in_s") is not None:
+        rows.append(("request expires in", span(max(0.0, float(full["request_expires_in_s"])))))
+    rows += [("updated", full.get("updated_at")), ("state dir", full.get("state_dir_size"))]
+    lines += render.aligned([(k, v) for k, v in rows if v not in (None, "")])
+    events = list(full.get("events") or [])
+    if events:
+        lines += ["", f"timeline ({len(events)} phase{'' if len(events) == 1 else 's'}):"]
+        durations = _durations(events)
+        lines += [f"  {line}{f'  ({span(d)})' if d is not None else ''}"
+                  for line, d in zip(timeline_lines(events, full.get("created_at")), durations,
+                                     strict=True)]
+    if verbose:
+        if facts:
+            lines += ["", "facts:"]
+            lines += render.aligned(flatten(facts, "facts."), indent="  ")
+        if events:
+            lines += ["", "events:"]
+            for event in events:
+                extra = ", ".join(f"{k}={v}" for k, v in event.items()
+                                  if k not in ("at", "phase") and v not in (None, ""))
+                lines.append(f"  {event.get('at', '')}  {event.get('phase', '')}  {extra}")
+    else:
+        lines += ["", "(-v for the recorded facts, --json for the whole record)"]
+    return lines
+
+
+def _durations(events: list[dict[str, Any]]) -> list[float | None]:
+    """How long each phase lasted: until the next one was recorded (the last: unknown)."""
+    from runtime.cli.render import when
+
+    stamps = [when(e.get("at")) for e in events]
+    out: list[float | None] = []
+    for here, there in zip(stamps, [*stamps[1:], None], strict=True):
+        out.append(max(0.0, (there - here).total_seconds()) if here and there else None)
+    return out
 
 
 MANIFEST_COLUMNS = ("position", "role", "kind", "item_id", "source_uuid", "source_timestamp",

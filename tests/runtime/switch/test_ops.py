@@ -122,7 +122,7 @@ def test_cli_request_status_list_cancel_print_json_and_tables(world: World) -> N
     status = json.loads(world.cli("status", "--json").stdout)
     assert status["operation_id"] == op_id and status["reasons"][0]["reason"] == "from cli"
     table = world.cli("status").stdout
-    assert "operation_id" in table and "created" in table
+    assert table.startswith("pending, created ") and op_id in table.splitlines()[0]
     assert op_id in world.cli("list").stdout
     assert json.loads(world.cli("list", "--json").stdout)[0]["state"] == "pending"
     cancel = world.cli("cancel", "--operation", op_id, "--confirm", "CANCEL", "--json")
@@ -239,7 +239,8 @@ def test_status_shows_the_age_of_a_pending_request_and_when_it_expires(world: Wo
 
     assert 2 * 3600 - 60 < status["request_age_s"] < 2 * 3600 + 60
     assert 22 * 3600 - 60 < status["request_expires_in_s"] < 22 * 3600 + 60
-    assert "request_age_s" in world.cli("status").stdout
+    shown = world.cli("status").stdout
+    assert "request age         2h00m" in shown and "request expires in  21h59m" in shown
     ops.cancel(world.config, op_id, "CANCEL")
     assert ops.status(world.config, op_id)["request_age_s"] is None  # waits on nothing
 

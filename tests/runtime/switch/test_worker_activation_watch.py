@@ -74,7 +74,7 @@ def test_a_claude_that_dies_after_activation_is_rolled_back_and_the_timeline_say
     assert op.fact("post_activation_failure") == failed["reason"]
     assert op.fact("resumed_healthy") is True
     assert_old_session_back(world, tmux_server)
-    status = world.cli("status", "--operation", op_id)
+    status = world.cli("status", "--operation", op_id, "-v")  # a fact: shown with -v
     assert status.returncode == 0 and "post_activation_failure" in status.stdout
 
 
