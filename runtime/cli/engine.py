@@ -82,7 +82,7 @@ def run_plan(args: argparse.Namespace) -> int:
 def run_dirty(args: argparse.Namespace) -> int:
     from runtime.engine.report import dirty_report
 
-    return _report(args, dirty_report, lambda report: _print_rows(_dirty_rows(report)))
+    return _report(args, dirty_report, _print_dirty)
 
 
 def run_fork(args: argparse.Namespace) -> int:
@@ -178,63 +178,123 @@ def _print_rows(rows: list[tuple[str, Any]]) -> None:
 
 
 def _print_plan(report: dict[str, Any]) -> None:
-    turns = report["turns"]
-    speech = report["speech"]
-    tokens = report["tokens"]
+    from runtime.cli import render
+
+    render.write(plan_lines(report))
+
+
+def _print_dirty(report: dict[str, Any]) -> None:
+    from runtime.cli import render
+
+    render.write(dirty_lines(report))
+
+
+def plan_summary(report: dict[str, Any]) -> str:
+    """``carries 131 utterances in 42 turns, drops 2.1 MiB of noise (98.9 %) — blocked: no``."""
+    from runtime.cli import render
+
+    dirty = report["dirty"]
+    if report["nothing_to_carry"]:
+        head = f"nothing to carry ({report['nothing_to_carry']})"
+    else:
+        head = f"carries {report['items']} utterances in {report['turns']['selected']} turns"
+    return (f"{head}, drops {render.size(dirty['noise_bytes'])} of noise "
+            f"({render.percent(dirty['noise_ratio'])}) — blocked: "
+            f"{'yes' if report['blocked_reason'] else 'no'}")
+
+
+def plan_lines(report: dict[str, Any]) -> list[str]:
+    """The plan for a person: the summary, what is carried, the noise dropped, the next step."""
+    from runtime.cli import render
+
+    turns, speech, tokens = report["turns"], report["speech"], report["tokens"]
+    snapshot, poison = report["startup_snapshot"], report["poison"]
     rows: list[tuple[str, Any]] = [
         ("transcript", report["transcript"]),
-        ("turns", f"{turns['selected']} of {turns['source']} carried"),
-        (
-            "open tail",
-            f"{'yes' if turns['open_tail'] else 'no'}"
-            f"{' (excluded)' if turns['excluded_open_tail'] else ''}",
-        ),
-        ("dropped oldest turns", turns["dropped_oldest_turns"]),
-        ("items", report["items"]),
-    ]
-    for kind, count in speech["source"].items():
-        rows.append((f"speech {kind}", f"{speech['candidate'][kind]} of {count} carried"))
-    snapshot = report["startup_snapshot"]
-    rows += [
-        (
-            "slash commands",
-            "{carried} carried, {local_dropped} local dropped".format(**report["slash_commands"]),
-        ),
-        ("token estimate", tokens["estimate"]),
-        ("startup snapshot", snapshot.get("sha256", "no") if snapshot["present"] else "no"),
-        (
-            "compaction summaries",
-            "{summaries} seen, {carried} carried".format(**report["compaction"]),
-        ),
-        ("poison hits", f"{report['poison']['hits']} (threshold {report['poison']['threshold']})"),
+        ("turns", f"{turns['selected']} of {turns['source']} carried"
+                  f"{f', {n} oldest dropped' if (n := turns['dropped_oldest_turns']) else ''}"),
+        ("open tail", render.yes_no(turns["open_tail"])
+         + (" (excluded)" if turns["excluded_open_tail"] else "")),
+        ("token estimate", f"{tokens['estimate']}" + (
+            f" ({tokens['estimate_with_overhead']} with fixed overhead)"
+            if "estimate_with_overhead" in tokens else "")),
+        ("slash commands", "{carried} carried, {local_dropped} local dropped".format(
+            **report["slash_commands"])),
+        ("compaction summaries", "{summaries} seen, {carried} carried".format(
+            **report["compaction"])),
+        ("startup snapshot", snapshot.get("sha256", "yes") if snapshot["present"] else "no"),
+        ("poison hits", f"{poison['hits']} (blocks at {poison['threshold']})"),
         ("timestamps replaced", _fallbacks(report["timestamp_fallbacks"])),
         ("malformed lines", report["malformed"]["lines"]),
-        ("ignored types", _counts(report["ignored"]["types"])),
-        ("unrecognised speech", _counts(report["recognition_audit"]["unrecognised"]) or "-"),
+        ("ignored events", render.counts(report["ignored"]["types"])),
+        ("unrecognised speech", render.counts(report["recognition_audit"]["unrecognised"])),
         ("blocked", report["blocked_reason"] or "no"),
-        ("nothing to carry", report["nothing_to_carry"] or "no"),
     ]
-    if "estimate_with_overhead" in tokens:
-        rows.append(("estimate + fixed overhead", tokens["estimate_with_overhead"]))
-    rows += [(f"dirty {k}", v) for k, v in _dirty_rows(report["dirty"]) if k != "transcript"]
-    _print_rows(rows)
+    lines = [plan_summary(report), ""]
+    lines += render.aligned(rows)
+    lines += ["", "speech:"]
+    lines += render.aligned(
+        [("kind", "in source", "carried")]
+        + [(kind, count, speech["candidate"].get(kind, 0))
+           for kind, count in speech["source"].items()], indent="  ")
+    lines += ["", "noise dropped:"]
+    lines += _noise_rows(report["dirty"])
+    lines += ["", _plan_next(report)]
+    return lines
 
 
-def _dirty_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
+def _plan_next(report: dict[str, Any]) -> str:
+    if report["blocked_reason"]:
+        return f"next: a rebuild is refused until this is fixed: {report['blocked_reason']}"
+    if report["nothing_to_carry"]:
+        return "next: nothing to rebuild"
+    return "next: run `tl-rebuild request --reason '…' --confirm REBUILD` (the rebuild happens " \
+           "after the current turn)"
+
+
+def dirty_lines(report: dict[str, Any]) -> list[str]:
+    """The dirty ledger for a person: the summary, noise by category, the verdict's reasons."""
+    from runtime.cli import render
+
+    verdict = render.yes_no(report["should_rebuild"])
+    lines = [f"{render.size(report['noise_bytes'])} of noise "
+             f"({render.percent(report['noise_ratio'])}) beside "
+             f"{render.size(report['conversation_bytes'])} of conversation — rebuild advised: "
+             f"{verdict}", ""]
     rows: list[tuple[str, Any]] = []
     if "transcript" in report:
         rows.append(("transcript", report["transcript"]))
-    rows += [(name, nbytes) for name, nbytes in report["categories"].items()]
+    if "lines" in report:
+        rows.append(("read", f"{report['lines']} lines, {render.size(report['bytes'])}, "
+                             f"{report['malformed_lines']} malformed"))
     rows += [
-        ("other by type", _counts(report["other_by_type"])),
-        ("noise_bytes", report["noise_bytes"]),
-        ("conversation_bytes", report["conversation_bytes"]),
-        ("noise_ratio", report["noise_ratio"]),
-        ("image_seen", report["image_seen"]),
-        ("should_rebuild", report["should_rebuild"]),
+        ("dirty budget", render.size(report["dirty_budget_bytes"])),
+        ("image seen", render.yes_no(report["image_seen"])),
         ("reasons", "; ".join(report["reasons"]) or "-"),
     ]
-    return rows
+    lines += render.aligned(rows)
+    lines += ["", "noise by category:"]
+    lines += _noise_rows(report)
+    lines += ["", "next: run `tl-rebuild plan` to see what a rebuild would carry"
+              if report["should_rebuild"] else "next: nothing to do (below the dirty budget)"]
+    return lines
+
+
+def _noise_rows(dirty: dict[str, Any]) -> list[str]:
+    """One aligned line per non-empty noise category: its size and its share of the noise."""
+    from runtime.cli import render
+
+    total = dirty["noise_bytes"] + dirty["conversation_bytes"] or 1
+    rows: list[tuple[str, str, str]] = [("category", "size", "of the transcript")]
+    rows += [(name, render.size(n), render.percent(n / total))
+            for name, n in sorted(dirty["categories"].items(), key=lambda kv: -kv[1]) if n]
+    if dirty.get("malformed_bytes"):
+        rows.append(("malformed", render.size(dirty["malformed_bytes"]),
+                     render.percent(dirty["malformed_bytes"] / total)))
+    lines = render.aligned(rows, indent="  ") if len(rows) > 1 else ["  none"]
+    if dirty["other_by_type"]:
+        lines.append(f"  (other: {render.counts(dirty['other_by_type'])})")
+    return lines
 
 
 def _fallbacks(fallbacks: dict[str, Any]) -> str:
@@ -243,10 +303,6 @@ def _fallbacks(fallbacks: dict[str, Any]) -> str:
     return "{replaced} (earlier={earlier}, later={later}, epoch={epoch}; rule: {rule})".format(
         **fallbacks
     )
-
-
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in counts.items()) or "-"
 
 
 def _progress_for(transcript: str) -> Any:

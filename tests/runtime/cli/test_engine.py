@@ -59,15 +59,21 @@ def test_plan_json_reports_turns_speech_tokens_and_dirty(
     assert report["blocked_reason"] is None
 
 
-def test_plan_prints_a_readable_table_without_json(
+def test_plan_prints_a_summary_line_a_table_and_the_next_step_without_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = run(capsys, "plan", "--transcript", str(chat(tmp_path)))
     assert code == 0
     lines = out.splitlines()
-    assert any(line.startswith("turns ") and "2 of 2 carried" in line for line in lines)
-    assert any(line.startswith("speech channel ") and "1 of 1 carried" in line for line in lines)
-    assert any(line.startswith("dirty noise_ratio") for line in lines)
+    # 1412 bytes of noise (tool_use 595 + tool_result 453 + queue-operation 364) of 3357
+    assert lines[0] == ("carries 4 utterances in 2 turns, drops 1.4 KiB of noise (42.1 %) — "
+                        "blocked: no")
+    assert "turns                 2 of 2 carried" in lines
+    assert "open tail             no" in lines
+    assert "  channel         1          1" in lines
+    assert "  tool_use     595 B  17.7 %" in lines
+    assert lines[-1].startswith("next: run `tl-rebuild request --reason")
+    assert not [line for line in lines if "True" in line or "False" in line or "dirty." in line]
 
 
 def test_plan_without_transcript_takes_the_newest_in_the_configured_project_dir(
@@ -125,12 +131,19 @@ def test_dirty_json_reports_categories_and_the_verdict(
     assert set(report) >= {"noise_bytes", "conversation_bytes", "noise_ratio", "image_seen"}
 
 
-def test_dirty_prints_a_table_without_json(
+def test_dirty_prints_a_summary_with_units_and_the_verdict_without_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = run(capsys, "dirty", "--transcript", str(chat(tmp_path)))
     assert code == 0
-    assert any(line.startswith("should_rebuild ") for line in out.splitlines())
+    lines = out.splitlines()
+    assert lines[0] == ("1.4 KiB of noise (42.1 %) beside 1.9 KiB of conversation — "
+                        "rebuild advised: no")
+    assert "read          8 lines, 3.3 KiB, 0 malformed" in lines
+    assert "image seen    no" in lines
+    assert "  tool_result  453 B  13.5 %" in lines
+    assert lines[-1] == "next: nothing to do (below the dirty budget)"
+    assert not [line for line in lines if "True" in line or "False" in line or "_bytes" in line]
 
 
 def test_fork_writes_a_verified_0600_session_next_to_the_source_and_leaves_it_alone(
