@@ -203,8 +203,63 @@ def _rollback(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     result = _ops().doctor(_config(args))
-    _show(args, result)
+    if args.json:
+        emit_json({"schema_version": SCHEMA_VERSION, **result})
+    else:
+        from runtime.cli import render
+
+        render.write(doctor_lines(result))
     return 0 if result["ok"] else 1
+
+
+def doctor_lines(result: dict[str, Any]) -> list[str]:
+    """A PASS/FAIL checklist, one line per check with its detail, then the counts."""
+    from runtime.cli import render
+
+    rows = []
+    for name, check in result["checks"].items():
+        word = "PASS" if check["ok"] else "FAIL"
+        rows.append((render.paint(word, "green" if check["ok"] else "red"), name,
+                     _detail(name, check["detail"])))
+    lines = render.aligned(rows)
+    active = result.get("active")
+    if active:
+        lines.append(f"active operation: {active['operation_id']} ({active['state']}, "
+                     f"worker {active['worker']})")
+    passed = sum(1 for c in result["checks"].values() if c["ok"])
+    failed = len(result["checks"]) - passed
+    lines.append(f"doctor: pass={passed} fail={failed}"
+                 + (" — ready" if result["ok"] else " — fix the FAIL lines first"))
+    return lines
+
+
+def _detail(name: str, detail: Any) -> str:
+    """One check's detail as words: argv as a command line, sizes with units, dicts as pairs."""
+    import shlex
+
+    from runtime.cli import render
+
+    if name == "state_dir_size" and isinstance(detail, dict):
+        extra = (f", worker log {render.size(detail['worker_log_bytes'])}"
+                 if "worker_log_bytes" in detail else "")
+        return f"{render.size(detail.get('bytes'))} in {detail.get('files')} files{extra}"
+    if name == "store" and isinstance(detail, dict):
+        active = detail.get("active")
+        text = f"{detail.get('operations')} operations, active: " + (
+            f"{active['operation_id']} ({active['state']})" if active else "none")
+        strays = detail.get("not_operation_ids")
+        return text + (f"; not operation ids: {', '.join(map(str, strays))}" if strays else "")
+    if name == "resume_argv_channels" and isinstance(detail, dict):
+        required = " ".join(detail.get("required") or []) or "none"
+        missing = " ".join(detail.get("missing") or []) or "none"
+        return f"required {required}; missing {missing}"
+    if isinstance(detail, list):
+        return shlex.join(str(t) for t in detail) if detail else "(empty)"
+    if isinstance(detail, dict):
+        return ", ".join(f"{k} {_detail(k, v)}" for k, v in detail.items() if v not in (None, ""))
+    if isinstance(detail, bool):
+        return render.yes_no(detail)
+    return "(not set)" if detail in (None, "None") else str(detail)
 
 
 def _recover(args: argparse.Namespace) -> int:

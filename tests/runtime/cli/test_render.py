@@ -4,11 +4,12 @@ the state, its age and the failure."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from runtime.cli import render
-from runtime.cli.ops import status_lines
+from runtime.cli import main, render
+from runtime.cli.ops import doctor_lines, status_lines
 from tests.runtime.cli.test_mcp_results import CREATED, failed_record
 
 
@@ -61,3 +62,40 @@ def test_status_shows_the_facts_with_verbose() -> None:
 def test_status_of_nothing_says_so() -> None:
     assert status_lines({"operation_id": None, "state": None, "message": "no operations yet"},
                         CREATED) == ["no operations yet"]
+
+
+def test_doctor_is_a_pass_fail_checklist_with_readable_details() -> None:
+    result = {"ok": False, "active": None, "checks": {
+        "config": {"ok": True, "detail": "/etc/threadline/config.toml"},
+        "resume_argv": {"ok": True, "detail": ["claude", "--resume", "{session_id}"]},
+        "resume_argv_channels": {"ok": False, "detail": {
+            "required": ["--channels", "plugin:tg@mkt"], "missing": ["plugin:tg@mkt"]}},
+        "door": {"ok": True, "detail": {"door": "tmux", "identity": "main:0.0"}},
+        "store": {"ok": True, "detail": {"operations": 3, "active": None}},
+        "state_dir_size": {"ok": True, "detail": {"bytes": 30106, "files": 12,
+                                                  "shown": "29.4 KiB"}},
+    }}
+    assert doctor_lines(result) == [
+        "PASS  config                /etc/threadline/config.toml",
+        "PASS  resume_argv           claude --resume '{session_id}'",
+        "FAIL  resume_argv_channels  required --channels plugin:tg@mkt; missing plugin:tg@mkt",
+        "PASS  door                  door tmux, identity main:0.0",
+        "PASS  store                 3 operations, active: none",
+        "PASS  state_dir_size        29.4 KiB in 12 files",
+        "doctor: pass=5 fail=1 — fix the FAIL lines first",
+    ]
+
+
+def test_doctor_cli_prints_the_checklist_and_exits_1_on_a_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("THREADLINE_CONFIG", raising=False)
+    config = tmp_path / "c.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\n', encoding="utf-8")
+    assert main(["doctor", "--config", str(config)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"PASS  config                {config}"
+    assert "FAIL  project_dir           (not set)" in lines
+    assert f"PASS  state_dir             {tmp_path / 'state'}" in lines
+    assert lines[-1].startswith("doctor: pass=") and lines[-1].endswith("fix the FAIL lines first")
+    assert not [line for line in lines if "{" in line or "True" in line]
