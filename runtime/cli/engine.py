@@ -67,7 +67,9 @@ def _report(args: argparse.Namespace, build: Any, show: Any) -> int:
     source = pick_transcript(args.transcript, config)
     report = build(source, config, progress=_progress_for(str(source)), agent=args.agent)
     if args.json:
-        _emit_json(report)
+        from runtime.cli.output import SCHEMA_VERSION
+
+        _emit_json({"schema_version": SCHEMA_VERSION, **report})
     else:
         show(report)
     return 0

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from runtime.cli.output import emit_json, flatten, table
-
-SCHEMA_VERSION = 1  # of the --json output of plan, dirty, status and doctor
+from runtime.cli.output import SCHEMA_VERSION, emit_json, flatten, table
 
 
 def register(sub: Any) -> None:

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
+SCHEMA_VERSION = 1  # of the --json output of plan, dirty, status and doctor (a top-level key)
+
 
 def emit_json(obj: Any, out: TextIO | None = None) -> None:
     """Print ``obj`` as indented JSON (keys kept in insertion order)."""

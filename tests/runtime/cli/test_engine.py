@@ -297,3 +297,27 @@ def test_fork_manifest_writes_one_0600_entry_per_item_with_its_digest_in_the_jso
         said = hashlib.sha256(item["message"]["content"][-1]["text"].encode()).hexdigest()
         assert entry["source_sha256"] == entry["candidate_sha256"] == said
     assert "hello" not in target.read_text()  # digests and ids, never the words
+
+
+def test_json_of_plan_dirty_status_and_doctor_carries_schema_version_1_and_nothing_else_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.config import load_config
+    from runtime.engine.report import dirty_report, plan_report
+    from runtime.switch import ops
+
+    monkeypatch.delenv("THREADLINE_CONFIG", raising=False)
+    config = write_config(tmp_path, f'state_dir = "{tmp_path / "state"}"\n')
+    source = chat(tmp_path)
+    loaded = load_config(config)
+    expected = {
+        "plan": plan_report(source, loaded), "dirty": dirty_report(source, loaded),
+        "status": ops.status(loaded), "doctor": ops.doctor(loaded),
+    }
+    for command, before in expected.items():
+        where = ["--transcript", str(source)] if command in ("plan", "dirty") else []
+        _, out, err = run(capsys, command, *where, "--config", str(config), "--json")
+        assert err == "", (command, err)
+        shown = json.loads(out)
+        assert next(iter(shown)) == "schema_version" and shown.pop("schema_version") == 1
+        assert shown == json.loads(json.dumps(before, default=str)), command
