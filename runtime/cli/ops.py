@@ -117,8 +117,8 @@ def status_lines(full: dict[str, Any], now: Any, verbose: bool = False) -> list[
         ("worker", full.get("worker_status")),
         ("bound session", full.get("bound_session_id")),
         ("new session", facts.get("new_session_id")),
-        ("reason", f"{reasons[-1].get('reason', '')} ({len(reasons)} requests)"
-         if reasons else None),
+        ("reason", str(reasons[-1].get("reason", "")) + (
+            f" ({len(reasons)} requests)" if len(reasons) > 1 else "") if reasons else None),
     ]
     if full.get("request_age_s") is not None:
         rows.append(("request age", span(float(full["request_age_s"]))))

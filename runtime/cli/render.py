@@ -1,4 +1,5 @@
-"""Human output of ``tl-rebuild``: units, yes/no, aligned rows, colour only on a terminal.
+"""Human output of ``tl-rebuild``: units, yes/no, aligned rows, colour only on a terminal,
+and the operation timeline (one line per phase, shared with the MCP status brief).
 
 Plain text and ANSI only (no dependency); never imported on the ``hook-stop`` path.
 Colour is used when stdout is a terminal and ``NO_COLOR`` is unset (https://no-color.org).
@@ -30,7 +31,9 @@ def size(nbytes: int | float | None) -> str:
 
 def percent(ratio: float | None) -> str:
     """A 0..1 ratio as ``98.9 %``."""
-    return "-" if ratio is None else f"{100 * ratio:.1f} %"
+    if ratio is None:
+        return "-"
+    return "<0.1 %" if 0 < ratio < 0.0005 else f"{100 * ratio:.1f} %"
 
 
 def yes_no(flag: Any) -> str:

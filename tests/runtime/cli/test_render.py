@@ -22,6 +22,7 @@ def test_sizes_have_binary_units(nbytes: int, shown: str) -> None:
 
 def test_percent_yes_no_and_aligned_rows() -> None:
     assert render.percent(0.98912) == "98.9 %"
+    assert (render.percent(0.0001), render.percent(0)) == ("<0.1 %", "0.0 %")
     assert (render.yes_no(True), render.yes_no(False)) == ("yes", "no")
     assert render.aligned([("a", 1, "x"), ("long key", 22, "y")], indent="  ") == [
         "  a         1   x", "  long key  22  y"]
@@ -45,6 +46,7 @@ def test_status_leads_with_state_age_and_failure_and_hides_facts_without_verbose
     assert lines[0] == "failed, created 5m00s ago  (operation op-20261205T083057.851736Z-2148d3)"
     assert lines[1].startswith("failure: unhealthy — new session unhealthy (channel server "
                                "'telegram' not running")
+    assert "reason         " + "the context is full of tool output " * 8 + " (3 requests)" in lines
     assert "  +0.01s created → pending  (0.69s)" in lines
     assert "  +0.70s phase_1 → running  (0.70s)" in lines
     assert lines[lines.index("timeline (8 phases):") + 8] == "  +5.60s failed unhealthy"
