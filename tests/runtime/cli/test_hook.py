@@ -14,7 +14,7 @@ from runtime.switch import ops
 from tests.fixtures.switch_world import TL_REBUILD, World, make_world
 
 HEAVY = ("jsonschema", "mcp", "jinja2", "yaml", "plumbum", "orjson", "runtime.config",
-         "runtime.switch.store", "runtime.switch.worker", "subprocess")
+         "runtime.switch.store", "runtime.switch.worker", "subprocess", "runtime.cli.render")
 
 
 @pytest.fixture
