@@ -89,7 +89,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         print(json.dumps(findings_json(findings), indent=2, ensure_ascii=False))
     else:
         for finding in findings:
-            print(finding.line())
+            print("\n".join(finding.lines()))
         print(f"{profile.host} : drift={len(findings)}" if findings else
               f"{profile.host} : no drift since the last apply")
     return 1 if findings else 0
