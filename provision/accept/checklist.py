@@ -135,13 +135,18 @@ class Checklist:
                 "counts": counts, "numbers": dict(self.numbers),
                 "lines": [line.to_dict() for line in self.lines]}
 
-    def table(self) -> str:
+    def table(self, verbose: int = 0) -> str:
+        """One line per check, then the recap. A FAIL shows its evidence and what to do; a
+        line skipped because another failed names it; other evidence only with ``verbose``."""
         out = []
         for line in self.lines:
             evidence = line.evidence if isinstance(line.evidence, str) else json.dumps(
                 line.evidence, ensure_ascii=False, default=str)
             if line.because:
                 evidence = f"skipped (because '{line.because}' failed)"
+            elif not verbose and line.status != FAIL:
+                out.append(f"{line.status.upper():4}  {line.stage:8}  {line.name}")
+                continue
             out.append(f"{line.status.upper():4}  {line.stage:8}  {line.name} — {evidence}")
             if line.status == FAIL and line.hint:
                 out.append(f"{'':16}what to do: {line.hint}")

@@ -233,7 +233,21 @@ def test_a_line_is_skipped_naming_the_root_cause_through_a_chain_of_needs() -> N
         "(drift reports edits)",
         "SKIP  readonly  project dir exists — skipped (because 'runtime config valid' failed)",
         "SKIP  readonly  transcripts > 0 — skipped (because 'runtime config valid' failed)",
-        'PASS  readonly  MCP lists 7 tools — {"tools": 7}',
+        "PASS  readonly  MCP lists 7 tools",
         "SKIP  readonly  resume argv ≡ launch argv — skipped (because 'runtime config valid' "
         "failed)",
         "box : pass=1 fail=1 skip=3"]
+    assert 'PASS  readonly  MCP lists 7 tools — {"tools": 7}' in report.table(verbose=1)
+
+
+def test_cli_accept_prints_the_evidence_of_what_passed_only_with_v(
+        installed: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["accept", str(installed.profile_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "PASS  readonly  transcripts > 0" in lines
+    assert "PASS  wiring    MCP lists 7 tools" in lines
+    assert not [x for x in lines[:-1] if " — " in x]
+    assert main(["accept", "-v", str(installed.profile_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 'PASS  readonly  transcripts > 0 — {"count": 1}' in lines
+    assert all(" — " in x for x in lines[:-1])
