@@ -164,6 +164,9 @@ class Task:
     name: ClassVar[str] = "Task"
     reverify: ClassVar[bool] = True  # re-read facts after acting; False for one-shot commands
     halt_on_failure: ClassVar[bool] = False  # later tasks are skipped when this one fails
+    # True: details() is evidence (what was read, the argv token table), printed only with -v
+    # or when the task failed; False: they are warnings the operator must always see
+    details_are_evidence: ClassVar[bool] = False
 
     def skip_reason(self, ctx: Context) -> str | None:
         """A reason to skip this task for this profile, or None to run it."""

@@ -56,8 +56,10 @@ def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
 
     def show(result) -> None:
         if not args.json:
-            print(engine.format_result(result, profile.host, getattr(args, "diff", False)),
-                  flush=True)
+            # introspect's evidence and token table are what it is asked for: always shown
+            verbose = 1 if args.command == "introspect" else args.verbose
+            print(engine.format_result(result, profile.host, getattr(args, "diff", False),
+                                       verbose), flush=True)
 
     report = engine.run(tasks, _host(profile), ctx, on_result=show)
     if args.json:
@@ -89,7 +91,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         print(json.dumps(findings_json(findings), indent=2, ensure_ascii=False))
     else:
         for finding in findings:
-            print(finding.line())
+            print("\n".join(finding.lines()))
         print(f"{profile.host} : drift={len(findings)}" if findings else
               f"{profile.host} : no drift since the last apply")
     return 1 if findings else 0
@@ -141,7 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = add_command(sub, name, text, examples, description=text)
         cmd.add_argument("profile", metavar="HOST.yml")
         cmd.add_argument("--json", action="store_true", help="JSON report on stdout")
-        cmd.set_defaults(func=func)
+        cmd.set_defaults(func=func, verbose=0)
+        if name in ("apply", "accept"):
+            cmd.add_argument("-v", "--verbose", action="count", default=0,
+                             help="also print the evidence of what passed (apply: the launch "
+                                  "evidence, the launch/resume token table, what was read)")
         if name == "apply":
             cmd.add_argument("--check", action="store_true", help="change nothing; say what "
                              "would change")

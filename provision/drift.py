@@ -14,9 +14,10 @@ the state dir, pointer dir and config no longer the claude user's (or no longer 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import shlex
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from provision.errors import (
     HostError,
@@ -40,17 +41,25 @@ from provision.tasks.manifest import (
 from runtime.agents.claude import same_launch
 from runtime.doors.kind import DoorKind
 
+DIFF_LINES = 60  # an edited managed file's diff is cut here, with a "… N more lines" tail
+
 
 @dataclass(frozen=True)
 class Finding:
-    """One drift: the check's name, the recorded value and the value found now."""
+    """One drift: the check's name, the recorded value and the value found now; ``diff`` (human
+    output only, not in --json) the unified diff of an edited managed file."""
 
     check: str
     before: str
     after: str
+    diff: tuple[str, ...] = field(default=(), compare=False)
 
     def line(self) -> str:
         return f"DRIFT {self.check}: {self.before} → {self.after}"
+
+    def lines(self) -> list[str]:
+        """The finding line, then its diff (if any) indented under it."""
+        return [self.line(), *(f"    {x}" for x in self.diff)]
 
 
 def _join(argv: tuple[str, ...] | list[str]) -> str:
@@ -82,7 +91,7 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
                                     _join(launch.argv), _join(launch.live.argv)))
     findings.extend(_tmux_findings(host, profile, recorded))
     findings.extend(_task_findings(host, ctx, recorded))
-    findings.extend(_file_findings(host, recorded))
+    findings.extend(_file_findings(host, recorded, ctx))
     findings.extend(_ownership_findings(host, ctx))
     store = host.stat(recorded.session_store)
     if store is None or not store.is_dir:
@@ -247,17 +256,55 @@ def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding
     return found
 
 
-def _file_findings(host: Host, recorded: Recorded) -> list[Finding]:
+def _file_findings(host: Host, recorded: Recorded, ctx: Context) -> list[Finding]:
     found = []
     for path, digest in recorded.files:
         data = host.read_bytes(path)
         now = "absent" if data is None else hashlib.sha256(data).hexdigest()
         if now != digest:
+            expected = _recorded_content(host, ctx, recorded, path, digest) if data else None
+            diff = file_diff(path, expected, data) if expected is not None and data else ()
             found.append(Finding(f"managed file edited: {path}", f"sha256 {digest[:12]}…",
-                                 now if data is None else f"sha256 {now[:12]}…"))
+                                 now if data is None else f"sha256 {now[:12]}…", diff))
     return found
 
 
+def _recorded_content(host: Host, ctx: Context, recorded: Recorded, path: str,
+                      digest: str) -> bytes | None:
+    """The bytes the last apply wrote to ``path``: the manifest keeps only their sha256, so the
+    file is re-rendered from the templates with the manifest's resume argv and today's
+    (configured) launch, and used only if it hashes to the recorded digest — otherwise the
+    inputs changed since (other findings say how) and there is no honest "before" to show."""
+    from provision.tasks import files
+
+    if ctx.launch is None:
+        return None
+    render_ctx = Context(ctx.profile, check=True, launch=ctx.launch,
+                         resume_argv=recorded.resume_argv)
+    try:  # the owners decide the rendered sudo user of a systemd config
+        render_ctx.facts["Directories"] = files.Directories().facts(host, render_ctx)
+        for task in (files.RuntimeConfig(), files.LaunchDropIn(), files.RunnerWrapper()):
+            if task.skip_reason(render_ctx) is None and task.path(render_ctx) == path:
+                content = task.content(host, render_ctx)
+                return content if hashlib.sha256(content).hexdigest() == digest else None
+    except ProvisionError:
+        return None
+    return None
+
+
+def file_diff(path: str, before: bytes, after: bytes, limit: int = DIFF_LINES) -> tuple[str, ...]:
+    """``difflib.unified_diff`` of the recorded content vs the file now, cut at ``limit``."""
+    lines = list(difflib.unified_diff(
+        before.decode("utf-8", "replace").splitlines(),
+        after.decode("utf-8", "replace").splitlines(),
+        f"{path} (last apply)", f"{path} (now)", lineterm=""))
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"… {len(lines) - limit} more lines"]
+    return tuple(lines)
+
+
 def findings_json(findings: list[Finding]) -> dict[str, object]:
-    return {"drift": bool(findings), "findings": [asdict(f) for f in findings],
+    return {"drift": bool(findings),
+            "findings": [{"check": f.check, "before": f.before, "after": f.after}
+                         for f in findings],
             "exit_code": 1 if findings else 0}

@@ -29,13 +29,15 @@ def run_task(task: Task, host: Host, ctx: Context) -> TaskResult:
         ctx.facts[task.name] = facts
         actions = task.plan(facts, ctx)
         details = tuple(task.details(facts, ctx))
+        evidence = len(details) if task.details_are_evidence else 0
         if not actions:
-            return TaskResult(task.name, Status.OK, task.ok_message(facts, ctx), notes=details)
+            return TaskResult(task.name, Status.OK, task.ok_message(facts, ctx), notes=details,
+                              evidence_notes=evidence)
         diff = task.diff(facts, actions)
         summaries = tuple(_summary(a) for a in actions)
         if ctx.check:
             return TaskResult(task.name, Status.CHANGED, wording(summaries, check=True),
-                              diff, details, summaries)
+                              diff, details, summaries, evidence)
         notes = [note for a in actions if (note := a.execute(host))]
         if task.reverify:
             facts = task.facts(host, ctx)
@@ -44,9 +46,9 @@ def run_task(task: Task, host: Host, ctx: Context) -> TaskResult:
             if still:
                 return TaskResult(task.name, Status.FAILED, "still differs after apply: "
                                   + "; ".join(_summary(a) for a in still), diff,
-                                  details, summaries)
+                                  details, summaries, evidence)
         return TaskResult(task.name, Status.CHANGED, wording(summaries, check=False), diff,
-                          (*details, *notes), summaries)
+                          (*details, *notes), summaries, evidence)
     except ProvisionError as exc:
         return TaskResult(task.name, Status.FAILED, str(exc))
     except Exception as exc:  # a bug must not hide the later tasks' results
@@ -83,10 +85,14 @@ def run(tasks: Sequence[Task], host: Host, ctx: Context,
     return Report(ctx.host, tuple(results), ctx.check)
 
 
-def format_result(result: TaskResult, host: str, show_diff: bool) -> str:
-    """``ok: [host] Task — message`` plus detail lines and, with --diff, the diff."""
+def format_result(result: TaskResult, host: str, show_diff: bool, verbose: int = 0) -> str:
+    """``ok: [host] Task — message`` plus its warnings, its evidence (the launch evidence, the
+    launch/resume token table, what was read) only with ``-v`` or when it failed, and, with
+    --diff, the diff."""
     lines = [f"{result.status.value}: [{host}] {result.task} — {result.message}"]
-    lines.extend(f"    {line}" for line in result.notes)
+    shown = result.notes if verbose or result.status is Status.FAILED \
+        else result.notes[result.evidence_notes:]
+    lines.extend(f"    {line}" for line in shown)
     if show_diff and result.diff:
         lines.append(result.diff.rstrip("\n"))
     return "\n".join(lines)

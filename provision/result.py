@@ -30,9 +30,11 @@ class TaskResult:
     diff: str = ""
     notes: tuple[str, ...] = ()
     actions: tuple[str, ...] = ()
+    evidence_notes: int = 0  # the first N notes are evidence: printed only with -v (or failed)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["evidence_notes"]  # the JSON report has every note, as before
         data["status"] = self.status.value
         data["notes"] = list(self.notes)
         data["actions"] = list(self.actions)

@@ -67,5 +67,5 @@ def cmd_accept(args: Any, profile: Profile, host: Host) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
-        print(report.table())
+        print(report.table(verbose=args.verbose))
     return report.exit_code

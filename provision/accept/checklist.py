@@ -19,23 +19,62 @@ if TYPE_CHECKING:
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
+MANIFEST, CONFIG = "manifest readable", "runtime config valid"
+
+# line → the lines it needs: when a stage lacks a line's input (no config, no manifest, no hook
+# entry…) it calls Checklist.cannot_judge, which records ``skip`` naming the root cause — the
+# needed line that failed, followed through lines skipped for the same reason — never a second
+# FAIL with a hint that would send the operator the wrong way. Names without their `` [x]``.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "project dir exists": (CONFIG,),
+    "transcripts > 0": ("project dir exists",),
+    "door target alive": (CONFIG,),
+    "claude binary absolute": (CONFIG,),
+    "workdir matches project dir": (CONFIG,),
+    "source session id non-empty": ("project dir exists",),
+    "doctor": (CONFIG,),
+    "nothing blocked": ("source session id non-empty",),
+    "selected turns = source turns": ("source session id non-empty",),
+    "nothing dropped": ("source session id non-empty",),
+    "noise ratio plausible": ("source session id non-empty",),
+    "hook exits 0 on a synthetic Stop": (CONFIG, "hook in settings.json"),
+    "hook schedules nothing": (CONFIG, "hook in settings.json"),
+    "hook still present after a pause": ("hook in settings.json",),
+    "MCP lists 7 tools": (CONFIG,),  # the server serves the rendered config
+    "resume argv ≡ launch argv": (MANIFEST, CONFIG),
+    "live argv ≡ launch argv": (MANIFEST, CONFIG),
+    "channel flags kept": (MANIFEST, CONFIG),
+    "server channels registered": (MANIFEST, CONFIG),
+    "drill scratch ready": (MANIFEST, CONFIG),
+    "live requested": (CONFIG,),
+}
+
+
+def base_name(name: str) -> str:
+    """``server channels registered [companion]`` → ``server channels registered``."""
+    return name.split(" [")[0]
+
 
 @dataclass(frozen=True)
 class Line:
-    """One checklist line: stage, name, status, evidence (JSON-able) and what to do on fail."""
+    """One checklist line: stage, name, status, evidence (JSON-able) and what to do on fail;
+    ``because`` names the failed line that kept a ``skip`` line from being judged."""
 
     stage: str
     name: str
     status: str
     evidence: Any
+    because: str = ""
 
     @property
     def hint(self) -> str:
-        return HINTS.get(self.name.split(" [")[0], "")
+        return HINTS.get(base_name(self.name), "")
 
     def to_dict(self) -> dict[str, Any]:
         out = {"stage": self.stage, "name": self.name, "status": self.status,
                "evidence": self.evidence}
+        if self.because:
+            out["because"] = self.because
         if self.status == FAIL and self.hint:
             out["hint"] = self.hint
         return out
@@ -54,6 +93,25 @@ class Checklist:
         status = SKIP if passed is None else PASS if passed else FAIL
         self.lines.append(Line(self.stage, name, status, evidence))
         return bool(passed)
+
+    def cannot_judge(self, name: str, evidence: Any) -> None:
+        """A line whose input is missing: ``skip`` naming the failed line it needs (NEEDS);
+        ``fail`` if no needed line failed (then the missing input is this line's own fault)."""
+        because = self.root_cause(name)
+        if because:
+            self.lines.append(Line(self.stage, name, SKIP, evidence, because))
+        else:
+            self.add(name, False, evidence)
+
+    def root_cause(self, name: str) -> str:
+        """The failed line that keeps ``name`` from being judged, or ``""``."""
+        for needed in NEEDS.get(base_name(name), ()):
+            for line in self.lines:
+                if line.name == needed and line.status == FAIL:
+                    return line.name
+                if line.name == needed and line.because:
+                    return line.because
+        return ""
 
     @contextmanager
     def guard(self, name: str) -> Iterator[None]:
@@ -77,11 +135,18 @@ class Checklist:
                 "counts": counts, "numbers": dict(self.numbers),
                 "lines": [line.to_dict() for line in self.lines]}
 
-    def table(self) -> str:
+    def table(self, verbose: int = 0) -> str:
+        """One line per check, then the recap. A FAIL shows its evidence and what to do; a
+        line skipped because another failed names it; other evidence only with ``verbose``."""
         out = []
         for line in self.lines:
             evidence = line.evidence if isinstance(line.evidence, str) else json.dumps(
                 line.evidence, ensure_ascii=False, default=str)
+            if line.because:
+                evidence = f"skipped (because '{line.because}' failed)"
+            elif not verbose and line.status != FAIL:
+                out.append(f"{line.status.upper():4}  {line.stage:8}  {line.name}")
+                continue
             out.append(f"{line.status.upper():4}  {line.stage:8}  {line.name} — {evidence}")
             if line.status == FAIL and line.hint:
                 out.append(f"{'':16}what to do: {line.hint}")

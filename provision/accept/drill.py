@@ -72,7 +72,7 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
     """Prepare the scratch, rebuild it through the hook, judge it, clean up."""
     started = time.monotonic()
     if scene.config is None or scene.manifest is None:
-        out.add("drill scratch ready", False, "needs the manifest and the runtime config")
+        out.cannot_judge("drill scratch ready", "needs the manifest and the runtime config")
         return
     door = own = scene.config.switch.door
     if own is DoorKind.SYSTEMD:  # said, never implied

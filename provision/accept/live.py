@@ -73,7 +73,7 @@ def live_stage(scene: Scene, out: Checklist, wait_seconds: float,
 
     config = scene.config
     if config is None:
-        out.add("live requested", False, "no runtime config")
+        out.cannot_judge("live requested", "no runtime config")
         return
     with out.guard("live requested"):
         op = request(config, "tl-provision accept --live", "REBUILD", source="accept-live")

@@ -15,7 +15,11 @@ def readonly_stage(scene: Scene, out: Checklist) -> None:
 
     out.stage = "readonly"
     config = scene.config
-    if config is None or config.project_dir is None:
+    if config is None:  # every line needs it: each is recorded skip naming the config line
+        for name in _NEEDS_CONFIG:
+            out.cannot_judge(name, "no runtime config")
+        return
+    if config.project_dir is None:
         out.add("project dir exists", False, "no runtime config / project_dir")
         return
     project = config.project_dir
@@ -54,6 +58,12 @@ def readonly_stage(scene: Scene, out: Checklist) -> None:
         return
     with out.guard("nothing blocked"):
         _plan_lines(config, out)
+
+
+_NEEDS_CONFIG = ("project dir exists", "transcripts > 0", "door target alive",
+                 "claude binary absolute", "workdir matches project dir",
+                 "source session id non-empty", "doctor", "nothing blocked",
+                 "selected turns = source turns", "nothing dropped", "noise ratio plausible")
 
 
 def _ownership(scene: Scene, out: Checklist) -> None:

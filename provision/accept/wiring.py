@@ -41,7 +41,9 @@ def wiring_stage(scene: Scene, out: Checklist, pause: float = 2.0,
     with out.guard("channel flags kept"):
         _channels(scene, out)
     sleep(pause)
-    if enabled:
+    if enabled and scene.hook is None:  # never there: "still" cannot be judged
+        out.cannot_judge("hook still present after a pause", "no Stop hook before the pause")
+    elif enabled:
         with out.guard("hook still present after a pause"):
             _hook_present(scene, out, "hook still present after a pause", pause)
     else:
@@ -91,8 +93,8 @@ def _store_snapshot(config: Config) -> dict[str, tuple[str, int]]:
 def _hook_fires(scene: Scene, out: Checklist) -> None:
     name = "hook exits 0 on a synthetic Stop"
     if scene.hook is None or scene.config is None:
-        out.add(name, False, "no Stop hook in settings.json (or no runtime config)")
-        out.add("hook schedules nothing", False, "hook not run")
+        out.cannot_judge(name, "no Stop hook in settings.json (or no runtime config)")
+        out.cannot_judge("hook schedules nothing", "hook not run")
         return
     config = scene.config
     session = f"tl-accept-{uuid.uuid4()}"  # matches no transcript and no operation
@@ -128,8 +130,11 @@ def _mcp_tools(scene: Scene, out: Checklist) -> None:
     from provision.result import Context
     from provision.tasks.mcp import EXPECTED_TOOLS, McpServer, McpTools
 
+    if scene.config is None:
+        out.cannot_judge("MCP lists 7 tools", "the MCP server needs the runtime config")
+        return
     ctx = Context(scene.profile, check=True)
-    workdir = str(scene.config.workdir) if scene.config and scene.config.workdir else None
+    workdir = str(scene.config.workdir) if scene.config.workdir else None
     # McpServer reads only the launch's workdir (tasks/mcp.py: workdir_of, via getattr)
     ctx.launch = SimpleNamespace(workdir=workdir)  # type: ignore[assignment]
     ctx.facts[McpServer.name] = McpServer().facts(scene.host, ctx)
@@ -144,7 +149,7 @@ def _resume_equiv(scene: Scene, out: Checklist) -> None:
 
     name = "resume argv ≡ launch argv"
     if scene.manifest is None or scene.config is None:
-        out.add(name, False, "needs the manifest and the runtime config")
+        out.cannot_judge(name, "needs the manifest and the runtime config")
         return
     wanted = resume_argv(scene.manifest.launch_argv, TOKEN)
     actual = list(format_argv(scene.config.switch.resume_argv, TOKEN))
@@ -167,7 +172,9 @@ def _resume_equiv(scene: Scene, out: Checklist) -> None:
 def _channels(scene: Scene, out: Checklist) -> None:
     from provision.tasks.verify import dev_channel_servers, missing_channel_flags
 
-    assert scene.manifest is not None and scene.config is not None
+    if scene.manifest is None or scene.config is None:
+        out.cannot_judge("channel flags kept", "needs the manifest and the runtime config")
+        return
     resume = tuple(scene.config.switch.resume_argv)
     pid = claude_pid(scene.config, scene.manifest.binary)
     live = tuple(claude_argv(pid, scene.manifest.binary)) if pid else ()

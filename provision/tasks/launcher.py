@@ -80,6 +80,7 @@ class LaunchCommand(Task):
     """The real launch command of claude, corroborated by the live process."""
 
     name = "LaunchCommand"
+    details_are_evidence = True
     halt_on_failure = True
 
     def facts(self, host: Host, ctx: Context) -> LaunchFacts:
@@ -129,6 +130,7 @@ class ResumeCommand(Task):
     """The resume argv computed from the launch argv (the one input of every switch)."""
 
     name = "ResumeCommand"
+    details_are_evidence = True
     halt_on_failure = True
 
     def skip_reason(self, ctx: Context) -> str | None:

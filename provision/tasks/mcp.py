@@ -202,6 +202,7 @@ class McpServer(Task):
     """Our MCP server registered in the profile's scope with exactly our spec."""
 
     name = "McpServer"
+    details_are_evidence = True
 
     def facts(self, host: Host, ctx: Context) -> McpFacts:
         profile = ctx.profile

@@ -131,6 +131,7 @@ class Verify(Task):
     """The switch prerequisites hold (read-only; any failed check fails the task)."""
 
     name = "Verify"
+    details_are_evidence = True
 
     def skip_reason(self, ctx: Context) -> str | None:
         return ctx.missing_argv()

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from provision import engine
-from provision.accept import FAIL, PASS, Checklist, run_accept
+from provision.accept import FAIL, PASS, SKIP, Checklist, run_accept
 from provision.cli import apply_tasks, main
 from provision.host import LocalHost
 from provision.profile import load_profile
@@ -114,7 +114,8 @@ def test_a_hand_edited_resume_argv_without_the_channel_flag_fails(installed: Dep
     assert "re-apply" in next(x.hint for x in report.failed if x.name == "channel flags kept")
 
 
-def test_a_missing_hook_fails_the_hook_lines_and_runs_nothing(installed: Deployment) -> None:
+def test_a_missing_hook_fails_once_and_skips_the_lines_that_need_it(installed: Deployment,
+                                                                     ) -> None:
     doc = json.loads(installed.settings.read_text())
     doc["hooks"]["Stop"] = [g for g in doc["hooks"]["Stop"]
                             if not any("tl-rebuild" in h["command"] for h in g["hooks"])]
@@ -122,8 +123,11 @@ def test_a_missing_hook_fails_the_hook_lines_and_runs_nothing(installed: Deploym
     report = accept(installed)
     seen = status(report)
     assert seen["hook in settings.json"] == FAIL
-    assert seen["hook exits 0 on a synthetic Stop"] == FAIL
-    assert seen["hook still present after a pause"] == FAIL
+    assert seen["hook exits 0 on a synthetic Stop"] == SKIP
+    assert seen["hook schedules nothing"] == SKIP
+    assert seen["hook still present after a pause"] == SKIP
+    assert [x.name for x in report.failed] == ["hook in settings.json"]
+    assert {x.because for x in report.lines if x.status == SKIP} == {"hook in settings.json"}
     assert seen["MCP lists 7 tools"] == PASS
     assert report.exit_code == 1
 
@@ -177,7 +181,6 @@ def test_a_hook_that_outlives_its_timeout_fails_and_is_reported(installed: Deplo
 
 def test_with_the_hook_disabled_accept_wants_it_absent_and_skips_the_firing_lines(
         installed: Deployment) -> None:
-    from provision.accept import SKIP
     from tests.provision.test_drift_more import _set_hook_enabled
 
     _set_hook_enabled(installed, False)
@@ -190,3 +193,61 @@ def test_with_the_hook_disabled_accept_wants_it_absent_and_skips_the_firing_line
     assert seen["hook schedules nothing"] == SKIP
     assert "hook in settings.json" not in seen
     assert report.exit_code == 0, [(x.name, x.evidence) for x in report.failed]
+
+
+def test_an_invalid_config_is_the_one_fail_and_the_lines_needing_it_are_skipped_naming_it(
+        installed: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    installed.config_path.write_text("{ not a config")
+    rc = main(["accept", str(installed.profile_path)])
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert rc == 1
+    assert [x for x in lines if x.startswith("FAIL")] == [
+        next(x for x in lines if x.startswith("FAIL  readonly  runtime config valid — "))]
+    because = "skipped (because 'runtime config valid' failed)"
+    for name in ("project dir exists", "transcripts > 0", "doctor", "noise ratio plausible"):
+        assert f"SKIP  readonly  {name} — {because}" in lines
+    for name in ("hook exits 0 on a synthetic Stop", "resume argv ≡ launch argv",
+                 "channel flags kept"):
+        assert f"SKIP  wiring    {name} — {because}" in lines
+    assert text.count("what to do:") == 1
+    assert "what to do: re-run apply; never hand-edit the rendered config" in text
+    rc = main(["accept", "--json", str(installed.profile_path)])
+    data = json.loads(capsys.readouterr().out)
+    skipped = [x for x in data["lines"] if x["name"] == "transcripts > 0"]
+    assert skipped == [{"stage": "readonly", "name": "transcripts > 0", "status": "skip",
+                        "evidence": "no runtime config", "because": "runtime config valid"}]
+    assert [x["name"] for x in data["lines"] if x["status"] == "fail"] == ["runtime config valid"]
+
+
+def test_a_line_is_skipped_naming_the_root_cause_through_a_chain_of_needs() -> None:
+    report = Checklist("box")
+    report.add("runtime config valid", False, "ValueError: bad")
+    report.cannot_judge("project dir exists", "no runtime config")
+    report.cannot_judge("transcripts > 0", {"count": 0})
+    report.add("MCP lists 7 tools", True, {"tools": 7})
+    report.cannot_judge("resume argv ≡ launch argv", "no manifest")  # manifest not failed
+    assert report.table().splitlines() == [
+        'FAIL  readonly  runtime config valid — ValueError: bad',
+        "                what to do: re-run apply; never hand-edit the rendered config "
+        "(drift reports edits)",
+        "SKIP  readonly  project dir exists — skipped (because 'runtime config valid' failed)",
+        "SKIP  readonly  transcripts > 0 — skipped (because 'runtime config valid' failed)",
+        "PASS  readonly  MCP lists 7 tools",
+        "SKIP  readonly  resume argv ≡ launch argv — skipped (because 'runtime config valid' "
+        "failed)",
+        "box : pass=1 fail=1 skip=3"]
+    assert 'PASS  readonly  MCP lists 7 tools — {"tools": 7}' in report.table(verbose=1)
+
+
+def test_cli_accept_prints_the_evidence_of_what_passed_only_with_v(
+        installed: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["accept", str(installed.profile_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "PASS  readonly  transcripts > 0" in lines
+    assert "PASS  wiring    MCP lists 7 tools" in lines
+    assert not [x for x in lines[:-1] if " — " in x]
+    assert main(["accept", "-v", str(installed.profile_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 'PASS  readonly  transcripts > 0 — {"count": 1}' in lines
+    assert all(" — " in x for x in lines[:-1])

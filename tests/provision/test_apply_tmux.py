@@ -150,6 +150,25 @@ def test_cli_apply_with_diff_prints_the_config_diff_and_the_recap(
     assert rc == (2 if failed else 0)
 
 
+def test_cli_apply_prints_the_token_table_and_the_evidence_only_with_v(
+        ready: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    from provision.cli import main
+
+    main(["apply", "--check", str(ready.profile_path)])
+    lines = capsys.readouterr().out.splitlines()
+    resume = next(i for i, x in enumerate(lines) if x.startswith("ok: [testbox] ResumeCommand"))
+    launch = next(i for i, x in enumerate(lines) if x.startswith("ok: [testbox] LaunchCommand"))
+    assert lines[resume + 1].startswith("changed: [testbox] Directories")  # no table under it
+    assert lines[launch + 1].startswith("ok: [testbox] ResumeCommand")
+    main(["apply", "--check", "-v", str(ready.profile_path)])
+    lines = capsys.readouterr().out.splitlines()
+    resume = next(i for i, x in enumerate(lines) if x.startswith("ok: [testbox] ResumeCommand"))
+    launch = next(i for i, x in enumerate(lines) if x.startswith("ok: [testbox] LaunchCommand"))
+    assert lines[resume + 1] == f"      {'launch':<48} resume"
+    assert lines[launch + 1] == f"    workdir: {ready.workdir}"
+    assert any(x.startswith("    evidence: ") for x in lines[launch + 1:resume])
+
+
 def test_restart_claude_refuses_when_the_live_session_is_unknown_and_leaves_the_pane_alone(
         ready: Deployment) -> None:
     # The stand-in writes no sessions/<pid>.json: a restart could not resume its conversation.

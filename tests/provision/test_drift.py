@@ -118,3 +118,36 @@ def test_claude_restarted_in_another_directory_is_workdir_drift(applied: Deploym
     findings = {f.check: f for f in _drift(applied)}
     moved = findings["workdir changed (resume looks up sessions by cwd)"]
     assert (moved.before, moved.after) == (str(applied.workdir), str(elsewhere))
+
+
+def test_an_edited_managed_file_shows_a_unified_diff_of_the_edit(applied: Deployment,
+                                                                  capsys) -> None:
+    text = applied.config_path.read_text()
+    old = next(x for x in text.splitlines() if x.startswith("request_max_age_hours = "))
+    applied.config_path.write_text(text.replace(old, "request_max_age_hours = 99.0", 1))
+    rc = main(["drift", str(applied.profile_path)])
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 1
+    head = next(i for i, x in enumerate(lines)
+                if x.startswith(f"DRIFT managed file edited: {applied.config_path}: sha256 "))
+    path = applied.config_path
+    assert lines[head + 1:head + 3] == [f"    --- {path} (last apply)", f"    +++ {path} (now)"]
+    body = lines[head + 3:head + 11]
+    assert f"    -{old}" in body and "    +request_max_age_hours = 99.0" in body
+    assert sum(x.startswith(("    -", "    +")) for x in body) == 2  # '---'/'+++' not in body
+    assert lines[-1] == f"{applied.name} : drift=1"
+    main(["drift", "--json", str(applied.profile_path)])
+    finding = json.loads(capsys.readouterr().out)["findings"][0]
+    assert set(finding) == {"check", "before", "after"}  # the diff is human output only
+
+
+def test_a_long_diff_is_cut_with_the_count_of_the_lines_left() -> None:
+    from provision.drift import file_diff
+
+    before = "".join(f"line {i}\n" for i in range(100)).encode()
+    after = "".join(f"LINE {i}\n" for i in range(100)).encode()
+    diff = file_diff("/etc/x.toml", before, after, limit=60)
+    assert len(diff) == 61
+    assert diff[:3] == ("--- /etc/x.toml (last apply)", "+++ /etc/x.toml (now)",
+                        "@@ -1,100 +1,100 @@")
+    assert diff[3] == "-line 0" and diff[-1] == "… 143 more lines"

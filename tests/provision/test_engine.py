@@ -167,3 +167,46 @@ def test_a_failed_halting_task_skips_the_rest_with_the_reason() -> None:
     assert [r.status for r in report.results] == [Status.FAILED, Status.SKIPPED]
     assert report.results[1].message == "Broken failed; nothing after it ran"
     assert host.written == []
+
+
+class Evidenced(FileTask):
+    """Its details are evidence: printed only with -v or when it fails."""
+
+    name = "Evidenced"
+    details_are_evidence = True
+
+    def details(self, facts: Found, ctx) -> list[str]:
+        return [f"read: {facts.content!r}"]
+
+
+class Warned(FileTask):
+    name = "Warned"
+
+    def details(self, facts: Found, ctx) -> list[str]:
+        return ["warning: restart it"]
+
+
+def test_evidence_is_printed_only_with_v_but_warnings_and_backups_always() -> None:
+    host = FakeHost(files={"/etc/motd": b"old\n"})
+    evidenced, warned = engine.run([Evidenced(), Warned()], host, _ctx()).results
+    assert engine.format_result(evidenced, "box", False).splitlines() == [
+        "changed: [box] Evidenced — write /etc/motd", "    backup /etc/motd.bak~"]
+    assert engine.format_result(evidenced, "box", False, verbose=1).splitlines() == [
+        "changed: [box] Evidenced — write /etc/motd", "    read: b'old\\n'",
+        "    backup /etc/motd.bak~"]
+    assert engine.format_result(warned, "box", False).splitlines() == [
+        "ok: [box] Warned — /etc/motd already says hello", "    warning: restart it"]
+    assert evidenced.to_dict()["notes"] == ["read: b'old\\n'", "backup /etc/motd.bak~"]
+    assert "evidence_notes" not in evidenced.to_dict()
+
+
+def test_a_failed_task_shows_its_evidence_without_v() -> None:
+    class FailingEvidence(Evidenced):
+        name = "FailingEvidence"
+
+        def plan(self, facts: Found, ctx) -> list[Action]:
+            return [WriteFile("/etc/other", b"x", summary="write /etc/other")]
+
+    (result,) = engine.run([FailingEvidence()], FakeHost(files={}), _ctx()).results
+    assert result.status is Status.FAILED
+    assert engine.format_result(result, "box", False).splitlines()[1] == "    read: None"
