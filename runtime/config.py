@@ -139,6 +139,8 @@ class Config:
     project_dir: Path | None = None
     workdir: Path | None = None
     state_dir: Path | None = None
+    agent: str = "claude"
+    codex_home: Path | None = None
     rebuild: RebuildConfig = field(default_factory=RebuildConfig)
     switch: SwitchConfig = field(default_factory=SwitchConfig)
     source: Path | None = None
@@ -185,6 +187,8 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Config:
     """Validate a parsed mapping (all errors at once, each naming its key) and freeze it."""
     problems = schema_errors(data) + regex_errors(data) + value_errors(data)
+    if not problems and data.get("agent") == "codex" and not data.get("codex_home"):
+        problems.append("agent: 'codex' needs codex_home (the CODEX_HOME of the running codex)")
     if problems:
         where = f"config {str(source)!r}" if source else "config"
         raise ConfigError(f"invalid {where}: " + "; ".join(problems))
@@ -208,6 +212,8 @@ def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Con
         project_dir=_path(data.get("project_dir")),
         workdir=_path(data.get("workdir")),
         state_dir=_path(data.get("state_dir")),
+        agent=data.get("agent", "claude"),
+        codex_home=_path(data.get("codex_home")),
         rebuild=RebuildConfig(**rebuild),
         switch=SwitchConfig(**switch),
         source=source,

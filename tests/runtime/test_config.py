@@ -11,6 +11,7 @@ from runtime.config import (
     DEFAULT_INJECTED_TAGS,
     Config,
     SpeechTool,
+    config_from_mapping,
     config_path_from,
     load_config,
 )
@@ -173,3 +174,15 @@ def test_activation_knobs_default_and_are_validated(tmp_path: Path) -> None:
         load_config(bad)
     assert "switch.activation_stable_seconds" in str(err.value)
     assert "switch.activation_timeout_seconds" in str(err.value)
+
+
+def test_agent_defaults_to_claude_and_codex_needs_its_home() -> None:
+    assert config_from_mapping({}).agent == "claude"
+    cfg = config_from_mapping({"agent": "codex", "codex_home": "/srv/codex-home"})
+    assert (cfg.agent, cfg.codex_home) == ("codex", Path("/srv/codex-home"))
+    with pytest.raises(ConfigError, match=r"agent: 'codex' needs codex_home"):
+        config_from_mapping({"agent": "codex"})
+    with pytest.raises(ConfigError, match=r"agent: 'gemini' is not one of"):
+        config_from_mapping({"agent": "gemini"})
+    with pytest.raises(ConfigError, match=r"codex_home: 'sessions' does not match"):
+        config_from_mapping({"agent": "codex", "codex_home": "sessions"})
