@@ -312,7 +312,13 @@ def cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     for pid, argv in left:
         host.run(["kill", "-KILL", str(pid)], timeout=10)
         killed.append({"pid": pid, "argv": argv})
+    # SIGKILL is delivered at once but the process takes a moment to exit (a loaded machine
+    # showed it still there on the next look): wait for that, bounded, before calling it left.
+    deadline = time.monotonic() + 5.0
     remaining = processes_of(host, scratch)
+    while remaining and killed and time.monotonic() < deadline:
+        time.sleep(0.05)
+        remaining = processes_of(host, scratch)
     removed = _remove_socket(host, scratch, socket_path) if not remaining else None
     out.add("drill no orphans", not remaining and (
         unit is None or unit["load_state_after"] == "not-found"),
