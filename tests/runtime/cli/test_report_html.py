@@ -224,3 +224,24 @@ def test_an_unknown_operation_or_session_is_a_one_line_error(
     code, _, err = run(capsys, "report", "--html", str(out), "--session", "nope", "--config",
                        str(config))
     assert code == 1 and err.count("\n") == 1 and "nope.jsonl" in err
+
+
+def test_a_codex_session_id_finds_its_rollout_under_codex_home(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rollout = Rollout()
+    rollout.exchange("hello codex", "hello human")
+    rollout.write(tmp_path / "codex" / "sessions" / "2026" / "12" / "03")
+    config = tmp_path / "threadline.toml"
+    config.write_text(f'agent = "codex"\ncodex_home = "{tmp_path / "codex"}"\n')
+    out = tmp_path / "r.html"
+    code, stdout, err = run(capsys, "report", "--html", str(out), "--session", rollout.id,
+                            "--config", str(config), "--json")
+    assert code == 0, err
+    result = json.loads(stdout)
+    assert (result["agent"], result["session_id"], result["utterances"]) == (
+        "codex", rollout.id, 2)
+    code, _, err = run(capsys, "report", "--html", str(out), "--session", "0000-missing",
+                       "--config", str(config))
+    assert code == 1 and err == ("tl-rebuild: error: no rollout of session '0000-missing' "
+                                 f"under {str(tmp_path / 'codex' / 'sessions')!r}\n")
