@@ -41,6 +41,7 @@ def register(sub: Any) -> None:
         "--manifest", metavar="PATH", help="also write the per-item manifest (JSONL, 0600) here"
     )
     fork.set_defaults(func=run_fork)
+    _register_report(sub)
 
 
 def _common(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -326,3 +327,34 @@ def _progress_for(transcript: str) -> Any:
         sys.stderr.flush()
 
     return show
+
+
+# -- report: one self-contained HTML page (runtime.cli.report_html, imported only when run) --
+def _register_report(sub: Any) -> None:
+    from runtime.cli import add_command
+
+    report = add_command(
+        sub, "report", "write one self-contained HTML page: noise over time, the carried "
+        "conversation, the operation timeline", [
+            "tl-rebuild report --html /tmp/session.html --transcript SESSION_ID.jsonl",
+            "tl-rebuild report --html report.html --session SESSION_ID --op OPERATION_ID "
+            "--config /etc/threadline/config.toml"])
+    report.add_argument("--html", metavar="OUT", required=True, help="the page to write (0600)")
+    which = report.add_mutually_exclusive_group()
+    which.add_argument("--transcript", metavar="P",
+                       help="transcript (default: newest in the config's project_dir)")
+    which.add_argument("--session", metavar="ID", help="the session id (its file in "
+                       "project_dir, or its rollout under codex_home/sessions)")
+    report.add_argument("--op", metavar="OP_ID",
+                        help="operation to show (default: the session's latest)")
+    report.add_argument("--config", metavar="C", help="runtime config (else $THREADLINE_CONFIG)")
+    report.add_argument("--json", action="store_true", help="print JSON")
+    report.add_argument("--agent", choices=("claude", "codex"),
+                        help="whose file it is (default: from line 0)")
+    report.set_defaults(func=_run_report)
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from runtime.cli import report_html
+
+    return report_html.run(args, _progress_for)
