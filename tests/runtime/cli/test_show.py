@@ -200,3 +200,24 @@ def test_on_a_terminal_it_pages_wraps_and_colours_unless_no_color(tmp_path: Path
     assert block(LONG) not in through_pager and "".join(wrap(LONG, 58)) == LONG
     plain = on_a_terminal(path, tmp_path, PAGER="cat", NO_COLOR="1")
     assert "\x1b" not in plain and "… 2 tool results" in plain
+
+
+def test_a_channel_message_names_its_server_and_its_queue_lines_are_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = Transcript()
+    t.user("hello")
+    t.assistant("hi")
+    t.channel("from the phone", source="companion")
+    t.assistant("answered")
+    out = show(capsys, t.write(tmp_path / "s.jsonl")).splitlines()
+    head = next(line for line in out if "channel" in line)
+    assert head.endswith("  human (channel from companion)")
+    body = out[out.index(head) + 1:out.index(head) + 4]
+    # the envelope is carried as the candidate holds it, after the turn's stamp block
+    assert body[0].startswith(f"{INDENT}(Threadline adds: [")
+    assert body[1:] == [f'{INDENT}<channel source="companion" chat_id="42">',
+                        f"{INDENT}from the phone"]
+    # the enqueue/dequeue lines before the message are noise of the gap before it
+    queue = len(t.lines[2]) + len(t.lines[3]) + 2
+    assert out[out.index(head) - 2] == f"… 2 other lines ({render.size(queue)}) dropped"
