@@ -3,7 +3,8 @@
 Item by item — who speaks, when, the text verbatim (wrapped to the terminal's width on a
 terminal, never on a pipe) — with what is dropped between two carried items in one dim line
 (``… 3 tool calls (1.2 KiB), 3 tool results (412.0 KiB) dropped``). On a terminal the output
-goes through ``$PAGER`` (default ``less -R``); colour only on a terminal without ``NO_COLOR``.
+goes through ``$PAGER`` (default ``less -R``; ``LESS=FRX`` unless set); colour only on a
+terminal without ``NO_COLOR``.
 """
 
 from __future__ import annotations
@@ -114,8 +115,10 @@ def page(lines: list[str]) -> None:
     """Show ``lines`` through ``$PAGER`` (default ``less -R``); without one, print them."""
     data = "".join(line + "\n" for line in lines).encode("utf-8", "backslashreplace")
     argv = shlex.split(os.environ.get("PAGER") or "less -R")
+    # as git does: a bare `less` keeps the colour (-R), quits on one screen (-F), keeps the text
+    env = {**os.environ, "LESS": os.environ.get("LESS") or "FRX"}
     try:
-        pager = subprocess.Popen(argv, stdin=subprocess.PIPE)
+        pager = subprocess.Popen(argv, stdin=subprocess.PIPE, env=env)
     except OSError:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
