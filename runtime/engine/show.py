@@ -104,6 +104,7 @@ def view(source: Path, config: Config, agent: str | None = None, progress: Any =
     for position, category, nbytes in noise:
         gap_at(position).add(category, nbytes)
     selected = set(built.selected)
+    place = _Placer(keys, who)  # the turns left out, in source order like the carried ones
     for turn in built.turns:
         if turn.index not in selected:
             for utt in turn.items:

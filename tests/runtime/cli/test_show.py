@@ -221,3 +221,21 @@ def test_a_channel_message_names_its_server_and_its_queue_lines_are_dropped(
     # the enqueue/dequeue lines before the message are noise of the gap before it
     queue = len(t.lines[2]) + len(t.lines[3]) + 2
     assert out[out.index(head) - 2] == f"… 2 other lines ({render.size(queue)}) dropped"
+
+
+def test_turns_the_carry_cap_drops_are_counted_where_they_were(tmp_path: Path) -> None:
+    t = Transcript()
+    for n in range(4):
+        t.user(f"question {n} " + "word " * 200)
+        t.tool_round()
+        t.assistant(f"answer {n}")
+    path = t.write(tmp_path / "s.jsonl")
+    shown = view(path, config_from_mapping({"rebuild": {"carry_max_tokens": 400}}))
+    carried = [said.text.split(" ")[:2] for said in shown.items]
+    assert carried and carried[-1] == ["answer", "3"] and ["question", "0"] not in carried
+    dropped = 8 - len(shown.items)
+    # the dropped oldest turns lie before the first carried item, with their tool rounds
+    assert shown.gaps[0].not_carried == dropped
+    assert shown.gaps[0].noise["tool_use"][0] == dropped // 2
+    assert gap_line(shown.gaps[0]).endswith(f", {dropped} utterances not carried")
+    assert sum(g.not_carried for g in shown.gaps) == dropped
