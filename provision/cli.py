@@ -117,7 +117,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runtime.cli import add_command, add_program_flags
+    from runtime.cli import add_command, add_completion, add_program_flags
 
     parser = argparse.ArgumentParser(prog=PROG, description="Threadline installer (SPEC §5).")
     add_program_flags(parser, PROG)
@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--confirm", default="")
             cmd.add_argument("--wait-minutes", type=float, default=10.0,
                              help="--live: how long to wait for the switch and the messages")
+    add_completion(sub, PROG, build_parser)
     return parser
 
 

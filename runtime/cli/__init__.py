@@ -53,6 +53,42 @@ def add_command(sub: Any, name: str, help_text: str, examples: Sequence[str],
     return parser
 
 
+# options that name a file: completed with file names (shtab's FILE, without importing it here)
+FILE_OPTIONS = ("transcript", "config", "into", "manifest", "profile")
+SHTAB_FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+
+
+def add_completion(sub: Any, prog: str, build: Any) -> None:
+    """``PROG completion bash|zsh``: print a completion script made from ``build()``'s parser
+    tree by shtab (imported only by this sub-command)."""
+    cmd = add_command(sub, "completion", "print a shell completion script (bash or zsh)", [
+        f"{prog} completion bash > ~/.local/share/bash-completion/completions/{prog}",
+        f"{prog} completion zsh > ~/.zfunc/_{prog}   # a folder on $fpath, before compinit"])
+    cmd.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    cmd.set_defaults(func=lambda args: print_completion(build(), args.shell))
+
+
+def print_completion(parser: argparse.ArgumentParser, shell: str) -> int:
+    """Print ``parser``'s completion script for ``shell`` (file names where a path is asked)."""
+    import shtab
+
+    stack = [parser]
+    while stack:
+        current = stack.pop()
+        for action in current._actions:  # argparse keeps no public list of them
+            if action.dest in FILE_OPTIONS or action.metavar == "HOST.yml":
+                action.complete = SHTAB_FILE  # type: ignore[attr-defined]
+            choices = action.choices if isinstance(action.choices, dict) else {}
+            stack.extend(p for p in choices.values() if p not in stack)
+    script = shtab.complete(parser, shell=shell)
+    # shtab registers on `eval` only and runs the function on `source`; registering on both
+    # makes `source <(PROG completion zsh)` work (autoloaded from fpath it still runs it)
+    script = script.replace("[[ $zsh_eval_context[-1] == eval ]]",
+                            "[[ $zsh_eval_context[-1] == (eval|file) ]]")
+    sys.stdout.write(script if script.endswith("\n") else script + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the full parser; each command group registers its own sub-commands."""
     import argparse
@@ -85,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "# as registered by tl-provision (claude mcp add)"])
     mcp.add_argument("--config", help="runtime config file (TOML)")
     mcp.set_defaults(func=_run_mcp)
+    add_completion(sub, PROG, build_parser)
     return parser
 
 

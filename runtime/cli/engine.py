@@ -24,8 +24,12 @@ def register(sub: Any) -> None:
 
     plan = add_command(sub, "plan", "what a rebuild would carry (read-only)", [
         "tl-rebuild plan --transcript ~/.claude/projects/-root-work/SESSION_ID.jsonl",
-        "tl-rebuild plan --config /etc/threadline/config.toml --json   # newest session"])
+        "tl-rebuild plan --config /etc/threadline/config.toml --json   # newest session",
+        "tl-rebuild plan --show --transcript ~/.codex/sessions/2026/12/05/rollout-….jsonl"])
     _common(plan, required=False)
+    plan.add_argument("--show", action="store_true",
+                      help="show the conversation as it will be carried, turn by turn, with what "
+                           "is dropped between (paged on a terminal)")
     plan.set_defaults(func=run_plan)
     dirty = add_command(sub, "dirty", "runtime noise in the transcript, by category", [
         "tl-rebuild dirty --config /etc/threadline/config.toml",
@@ -79,7 +83,24 @@ def _report(args: argparse.Namespace, build: Any, show: Any) -> int:
 def run_plan(args: argparse.Namespace) -> int:
     from runtime.engine.report import plan_report
 
+    if args.show:
+        return _show(args)
     return _report(args, plan_report, _print_plan)
+
+
+def _show(args: argparse.Namespace) -> int:
+    """``plan --show``: the carried conversation for a person (runtime.cli.show)."""
+    from runtime.errors import ThreadlineError
+
+    if args.json:
+        raise ThreadlineError("plan: --show renders the conversation for a person and cannot "
+                              "be combined with --json")
+    from runtime.cli import show
+    from runtime.engine.report import pick_transcript
+
+    config = _config(args)
+    source = pick_transcript(args.transcript, config)
+    return show.run(args, config, source, _progress_for(str(source)))
 
 
 def run_dirty(args: argparse.Namespace) -> int:
@@ -242,11 +263,11 @@ def plan_lines(report: dict[str, Any]) -> list[str]:
            for kind, count in speech["source"].items()], indent="  ")
     lines += ["", "noise dropped:"]
     lines += _noise_rows(report["dirty"])
-    lines += ["", _plan_next(report)]
+    lines += ["", plan_next(report)]
     return lines
 
 
-def _plan_next(report: dict[str, Any]) -> str:
+def plan_next(report: dict[str, Any]) -> str:
     if report["blocked_reason"]:
         return f"next: a rebuild is refused until this is fixed: {report['blocked_reason']}"
     if report["nothing_to_carry"]:

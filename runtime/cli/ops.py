@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from runtime.cli.output import SCHEMA_VERSION, emit_json, flatten, table
+from runtime.cli.output import SCHEMA_VERSION, emit_json, flatten
 
 
 def register(sub: Any) -> None:
@@ -38,6 +38,9 @@ def register(sub: Any) -> None:
     p = _cmd(sub, "gc", "delete old finished operations and their artifacts", _gc,
              "tl-rebuild gc", "tl-rebuild gc --keep 5")
     p.add_argument("--keep", type=int, default=None, help="keep the newest N (default from config)")
+    for name in ("request", "cancel", "rollback", "recover", "gc"):
+        sub.choices[name].add_argument("-v", "--verbose", action="store_true",
+                                       help="also print the recorded facts")
 
 
 def _cmd(sub: Any, name: str, help_text: str, func: Any,
@@ -63,18 +66,101 @@ def _ops() -> Any:
     return ops
 
 
-def _show(args: argparse.Namespace, result: dict[str, Any]) -> int:
+def _show(args: argparse.Namespace, result: dict[str, Any], lines: Any) -> int:
+    """``result`` as JSON (``schema_version`` first), else ``lines(result, command)``: one
+    summary line, the facts with ``-v``, the next step last."""
     if args.json:
-        emit_json(result)
-    else:
-        table(flatten(result))
+        emit_json({"schema_version": SCHEMA_VERSION, **result})
+        return 0
+    from runtime.cli import render
+
+    body = lines(result, _again(args))
+    rows = [(k, "; ".join(map(str, v)) or "-" if isinstance(v, list) else v)
+            for k, v in flatten(result) if k != "message"]
+    facts = render.aligned(rows, indent="  ") if args.verbose else []
+    render.write([body[0], *(["", "facts:", *facts, ""] if facts else []), *body[1:]])
     return 0
+
+
+def _again(args: argparse.Namespace) -> str:
+    """``tl-rebuild`` with the ``--config`` of this call, for the next-step lines."""
+    import shlex
+
+    return "tl-rebuild" + (f" --config {shlex.quote(args.config)}" if args.config else "")
+
+
+def _cli(command: str, prog: str) -> str:
+    """``prog`` with the sub-command put first (``tl-rebuild status --config C …``)."""
+    name, _, rest = command.partition(" ")
+    head, _, config = prog.partition(" ")
+    return " ".join(p for p in (head, name, config, rest) if p)
 
 
 def _request(args: argparse.Namespace) -> int:
     result = _ops().request(_config(args), args.reason, args.confirm, session_id=args.session,
                             source="cli")
-    return _show(args, result)
+    return _show(args, result, request_lines)
+
+
+def request_lines(result: dict[str, Any], prog: str = "tl-rebuild") -> list[str]:
+    """``requested rebuild OP of session S; it runs after the current turn ends`` … next."""
+    op, message = result["operation_id"], str(result.get("message", ""))
+    session = result.get("bound_session_id")
+    whose = f"session {session}" if session else "the session whose turn ends next"
+    if message.startswith("coalesced"):
+        n = len(result.get("reasons") or [])
+        head = (f"added your reason to the pending rebuild {op} of {whose} ({n} requests); "
+                "it runs after the current turn ends")
+    else:
+        superseding = " (superseding a pending request of another session)" if (
+            "superseding" in message) else ""
+        head = (f"requested rebuild {op} of {whose}{superseding}; it runs after the current "
+                "turn ends")
+    return [head, f"watch it: {_cli(f'status --operation {op}', prog)}"]
+
+
+def cancel_lines(result: dict[str, Any], prog: str = "tl-rebuild") -> list[str]:
+    op = result["operation_id"]
+    if result.get("state") == "activated":
+        return [f"cancelled the rollback of {op}; the new session stays",
+                f"watch it: {_cli(f'status --operation {op}', prog)}"]
+    return [f"cancelled rebuild {op}; nothing was switched",
+            f"next: request a new one when needed: {_cli('request', prog)} --reason '…' "
+            "--confirm REBUILD"]
+
+
+def rollback_lines(result: dict[str, Any], prog: str = "tl-rebuild") -> list[str]:
+    op, turns = result["operation_id"], result.get("turns_since_switch")
+    lost = ("nothing was said in the new session since the switch" if turns == 0 else
+            "the turns said in the new session since the switch are not counted" if turns is None
+            else f"{turns} turn{'' if turns == 1 else 's'} said in the new session since the "
+                 "switch will not be in the old one")
+    return [f"requested the rollback of {op} to the old session; it runs after the current "
+            "turn ends", lost,
+            f"watch it: {_cli(f'status --operation {op}', prog)}  (undo: "
+            f"{_cli(f'cancel --operation {op}', prog)} --confirm CANCEL)"]
+
+
+def recover_lines(result: dict[str, Any], prog: str = "tl-rebuild") -> list[str]:
+    op = result.get("recovered")
+    if op is None and result.get("operation_id") is None:
+        return ["nothing to recover: no active operation", "next: nothing to do"]
+    if op is None:
+        op = result["operation_id"]
+        return [f"nothing to recover: {op} is {result['state']}, its worker alive or not yet "
+                "needed", f"watch it: {_cli(f'status --operation {op}', prog)}"]
+    lines = [f"recovered {op}: {result['from']} → {result['state']}"]
+    failure = result.get("failure")
+    if failure:
+        lines.append(f"failure: {failure.get('code', '?')} — {failure.get('message', '')}")
+    return [*lines, f"see what happened: {_cli(f'status --operation {op}', prog)}"]
+
+
+def gc_lines(result: dict[str, Any], prog: str = "tl-rebuild") -> list[str]:
+    deleted, kept = len(result["deleted"]), result["kept"]
+    plural = "" if deleted == 1 else "s"
+    return [f"deleted {deleted} finished operation{plural} and their artifacts, kept {kept}",
+            f"see what is kept: {_cli('list', prog)}"]
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -192,11 +278,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    return _show(args, _ops().cancel(_config(args), args.operation, args.confirm))
+    return _show(args, _ops().cancel(_config(args), args.operation, args.confirm), cancel_lines)
 
 
 def _rollback(args: argparse.Namespace) -> int:
-    return _show(args, _ops().rollback_request(_config(args), args.operation, args.confirm))
+    return _show(args, _ops().rollback_request(_config(args), args.operation, args.confirm),
+                 rollback_lines)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -261,8 +348,8 @@ def _detail(name: str, detail: Any) -> str:
 
 
 def _recover(args: argparse.Namespace) -> int:
-    return _show(args, _ops().recover(_config(args)))
+    return _show(args, _ops().recover(_config(args)), recover_lines)
 
 
 def _gc(args: argparse.Namespace) -> int:
-    return _show(args, _ops().gc(_config(args), args.keep))
+    return _show(args, _ops().gc(_config(args), args.keep), gc_lines)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-SCHEMA_VERSION = 1  # of the --json output of plan, dirty, status and doctor (a top-level key)
+SCHEMA_VERSION = 1  # first key of the --json output of plan, dirty, status, doctor and the ops
 
 
 def emit_json(obj: Any, out: TextIO | None = None) -> None:
