@@ -13,13 +13,14 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
 from runtime.config import Config
-from runtime.engine.audit import Recognised, SecondReading
+from runtime.engine.audit import Hear, Recognised, SecondReading
 from runtime.engine.dirty import Ledger
 from runtime.engine.items import SUMMARY_MARK, Layout, ManifestEntry, sha256_text
 from runtime.engine.speech import SPEECH_KINDS, Utterance
@@ -84,14 +85,17 @@ def build(
     events and manifest; such a build cannot be written.
     """
     knobs = config.rebuild
-    sink = TurnBuilder()
     reading = SecondReading(frozenset(knobs.reply_chat_ids))
+    sink = TurnBuilder() if lay_out else _Shedding(config, reading.hear)
     read, ledger = scan(Path(source), knobs, sink, progress, reading)
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
     plan = _select(sink, turns, stamps, config)
-    second = reading.compare(_recognised(sink, turns))
+    recognised = _recognised(sink, turns)
+    if isinstance(sink, _Shedding) and sink.tokens:
+        recognised.replay = partial(_replay, Path(source), config)
+    second = reading.compare(recognised)
     if plan.blocked is None and second.reason() is not None and (
         knobs.unrecognised_speech == "block"
     ):
@@ -152,8 +156,10 @@ def _select(
 ) -> _Selection:
     """Open tail, carry cap and poison check (SPEC §3.4, §3.6, §3.7)."""
     knobs = config.rebuild
+    sealed = sink.tokens if isinstance(sink, _Shedding) else {}
     turn_tokens = [
-        _turn_tokens(turn, stamp, config) for turn, stamp in zip(turns, stamps, strict=True)
+        sealed[turn.index] if turn.index in sealed else _turn_tokens(turn, stamp, config)
+        for turn, stamp in zip(turns, stamps, strict=True)
     ]
     keep = list(range(len(turns)))
     excluded_tail = 0
@@ -178,11 +184,53 @@ def _recognised(sink: TurnBuilder, turns: list[Turn]) -> Recognised:
     """What the classifier produced, per source line, for the independent audit."""
     seen = Recognised(slash_seen=sink.counts["slash"] + sink.slash_local + sink.slash_unanswered)
     extra = [s.utterance for s in sink.summaries] + ([sink.startup] if sink.startup else [])
-    for utt in [u for turn in turns for u in turn.items] + extra:
+    shed = sink.tokens if isinstance(sink, _Shedding) else {}
+    for turn in turns:
+        for utt in turn.items:
+            seen.per_line[(utt.source_uuid, utt.role)] += 1
+            if utt.role == "user" and turn.index not in shed:
+                seen.human_texts.append(utt.text)
+    for utt in extra:
         seen.per_line[(utt.source_uuid, utt.role)] += 1
         if utt.role == "user":
             seen.human_texts.append(utt.text)
     return seen
+
+
+class _Shedding(TurnBuilder):
+    """The turns of ``plan``, which never writes the texts: a turn's texts are let go once it
+    lies outside the poison window (its token estimate kept in ``tokens``, by turn index), and
+    every human text is told to ``hear`` (the audit's enqueued-prompt match) as it is made.
+
+    Peak memory is then bounded by the window, not by the transcript's speech (issue 13: a
+    speech-heavy 100 MB file held 70 MiB of text to the end).
+    """
+
+    def __init__(self, config: Config, hear: Hear | None) -> None:
+        super().__init__()
+        self.config = config
+        self.hear = hear
+        self.window = config.rebuild.poison_window_turns
+        self.tokens: dict[int, float] = {}
+
+    def _add_human(self, utt: Utterance) -> None:
+        if self.hear is not None:
+            self.hear(utt.text)
+        count = len(self.turns)
+        super()._add_human(utt)
+        old = len(self.turns) - 1 - self.window  # no later turn reaches back to it
+        if len(self.turns) > count and self.window > 0 and old >= 0:
+            self._shed(self.turns[old])
+
+    def _shed(self, turn: Turn) -> None:
+        stamp = _turn_stamp(turn) if self.config.rebuild.stamp_turns else None
+        self.tokens[turn.index] = _turn_tokens(turn, stamp, self.config)
+        turn.items = [Utterance(u[0], u[1], "", *u[3:]) for u in turn.items]  # _replace: 4x
+
+
+def _replay(source: Path, config: Config, hear: Hear) -> None:
+    """Read ``source`` again and tell every human text the turns hold to ``hear``."""
+    scan(source, config.rebuild, _Shedding(config, hear))
 
 
 def _lay_out(
