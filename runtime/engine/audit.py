@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -66,15 +67,26 @@ _decode_line = msgspec.json.Decoder(_Line).decode
 NOT_SPEECH_ORIGINS = ("human", "task-notification")  # human: judged by its text below
 # Claude Code's own reports, also when a line was cut before the closing tag
 NOT_SPEECH_OPENINGS = ("<task-notification", "[Request interrupted")
+_DECISIVE = max(len(o) for o in NOT_SPEECH_OPENINGS if "<" not in o)
+
+
+Hear = Callable[[str], None]
 
 
 @dataclass
 class Recognised:
-    """What the classifier produced: utterances per (event uuid, role), human texts, slashes."""
+    """What the classifier produced: utterances per (event uuid, role), human texts, slashes.
+
+    ``human_texts`` are the texts still held; when the reader let older ones go (``plan``
+    keeps only the last turns' texts, having told each to ``SecondReading.hear`` as it was
+    made), ``replay`` reads the source again and tells every human text to the function it
+    is given, for enqueued prompts that no text told so far nor any held one contains.
+    """
 
     per_line: Counter[tuple[str, str]] = field(default_factory=Counter)
     human_texts: list[str] = field(default_factory=list)
     slash_seen: int = 0
+    replay: Callable[[Hear], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +128,22 @@ def plain(text: str) -> str:
     if "<" not in text:
         return text.strip()
     return _LONE.sub("", _drop_pairs(text)).strip()
+
+
+def _spoken(text: str) -> bool:
+    """``plain(text)`` is not empty and opens with no ``NOT_SPEECH_OPENINGS``.
+
+    Every tag starts with ``<``, so the words before the first ``<`` survive ``plain``
+    untouched: when they are at least as long as the longest opening without ``<``, they
+    alone decide, and a long text is not rewritten whole (a 46 KB paste: 0.1 ms) to learn
+    it. Otherwise the definition itself runs.
+    """
+    words = text.lstrip()
+    lead = words.find("<")
+    if lead < 0 or lead >= _DECISIVE:
+        return bool(words) and not words.startswith(NOT_SPEECH_OPENINGS)
+    said = plain(text)
+    return bool(said) and not said.startswith(NOT_SPEECH_OPENINGS)
 
 
 def _drop_pairs(text: str) -> str:
@@ -178,6 +206,35 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
+class _Waiting:
+    """Enqueued prompts (by line) with the words of theirs that no human text told so far
+    contains. A prompt's words never hold a newline, so "in one of the texts" is the same
+    test as "in the texts joined by newlines"."""
+
+    def __init__(self, waiting: dict[int, list[str]]) -> None:
+        self.waiting = waiting
+
+    def add(self, line: int, words: list[str]) -> None:
+        self.waiting[line] = words
+
+    def hear(self, text: str) -> None:
+        if not self.waiting:
+            return
+        heard = _words(text)
+        for line, words in list(self.waiting.items()):
+            left = [w for w in words if w not in heard]
+            if left:
+                self.waiting[line] = left
+            else:
+                del self.waiting[line]
+
+    def hear_all(self, texts: Iterable[str]) -> None:
+        for text in texts:
+            if not self.waiting:
+                return
+            self.hear(text)
+
+
 class _Candidate(NamedTuple):
     shape: str
     line: int
@@ -198,6 +255,7 @@ class SecondReading:
         self.chat_ids = reply_chat_ids
         self.candidates: list[_Candidate] = []
         self.enqueued: list[tuple[int, list[str]]] = []
+        self._waiting = _Waiting({})
         self.slash_lines = 0
         self.first_slash = 0
 
@@ -216,11 +274,14 @@ class SecondReading:
             if c.seen > got:
                 result.unrecognised[c.shape] += c.seen - got
                 result.findings.append(Finding(c.shape, c.line))
-        heard = "\n".join(_words(t) for t in recognised.human_texts) if self.enqueued else ""
+        waiting = self._waiting
+        waiting.hear_all(recognised.human_texts)
+        if waiting.waiting and recognised.replay is not None:
+            recognised.replay(waiting.hear)
         shape = "queue-operation enqueue"
-        for line, said in self.enqueued:
+        for line, _ in self.enqueued:
             result.shapes[shape] += 1
-            if not all(_words(t) in heard for t in said):
+            if line in waiting.waiting:
                 result.unrecognised[shape] += 1
                 result.findings.append(Finding(shape, line))
         if self.slash_lines:
@@ -231,6 +292,11 @@ class SecondReading:
                 result.findings.append(Finding(shape, self.first_slash))
         result.findings.sort(key=lambda f: f.line)
         return result
+
+    def hear(self, text: str) -> None:
+        """A human text the classifier made, told as it is made: it is matched now against
+        the prompts enqueued before it, so the reader need not keep it to the end."""
+        self._waiting.hear(text)
 
     def wants(self, line: bytes, kind: str) -> bool:
         """Whether a raw line the reader's fast path settled can hold a shape read here.
@@ -281,6 +347,7 @@ class SecondReading:
         said = [t for t in said if not t.startswith(("/", *NOT_SPEECH_OPENINGS))]
         if said:
             self.enqueued.append((line, said))
+            self._waiting.add(line, [_words(t) for t in said])
 
     def _attachment(self, event: dict[str, Any], line: int) -> None:
         body = event.get("attachment")
@@ -316,9 +383,9 @@ class SecondReading:
         elif isinstance(origin_kind, str) and origin_kind not in NOT_SPEECH_ORIGINS:
             self.flag(f"origin.kind {origin_kind!r}", line, 1, uuid, "user")
         elif event.get("isMeta") is not True:
-            spoken = [t for t in map(plain, texts) if t and not t.startswith(NOT_SPEECH_OPENINGS)]
+            spoken = sum(map(_spoken, texts))
             if spoken:
-                self.flag("user text", line, len(spoken), uuid, "user")
+                self.flag("user text", line, spoken, uuid, "user")
 
     def _assistant(self, event: dict[str, Any], line: int) -> None:
         message = event.get("message")

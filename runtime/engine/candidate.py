@@ -9,24 +9,31 @@ time stamp is a separate leading block). ``write`` puts it on disk atomically, m
 from __future__ import annotations
 
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
 from runtime.config import Config
-from runtime.engine.audit import Recognised, SecondReading
+from runtime.engine.audit import Hear, Recognised, SecondReading
 from runtime.engine.dirty import Ledger
 from runtime.engine.items import SUMMARY_MARK, Layout, ManifestEntry, sha256_text
-from runtime.engine.speech import SPEECH_KINDS, Utterance
+from runtime.engine.readback import Located, refill
+from runtime.engine.speech import SPEECH_KINDS, SpeechRules, Utterance
 from runtime.engine.tokens import apply_cap, estimate_tokens, poison_hits
 from runtime.engine.transcript import Progress, ReadStats, scan
 from runtime.engine.turns import CompactSummary, Turn, TurnBuilder
 from runtime.errors import BlockedError, NothingToCarryError
+
+# characters of speech a fork holds before it lets the oldest turns' texts go and reads them
+# back from the source when writing (bounded memory; below it, no second read: tool-heavy
+# files carry little text but from huge lines, 2.0x the scan when read back). Tests set 0.
+HOLD_CHARS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -84,25 +91,56 @@ def build(
     events and manifest; such a build cannot be written.
     """
     knobs = config.rebuild
-    sink = TurnBuilder()
     reading = SecondReading(frozenset(knobs.reply_chat_ids))
+    sink = (
+        _Shedding(config, reading.hear, Located(), HOLD_CHARS) if lay_out
+        else _Shedding(config, reading.hear)
+    )
     read, ledger = scan(Path(source), knobs, sink, progress, reading)
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]
     plan = _select(sink, turns, stamps, config)
-    second = reading.compare(_recognised(sink, turns))
+    recognised = _recognised(sink, turns)
+    if isinstance(sink, _Shedding) and sink.tokens:
+        recognised.replay = partial(_replay, Path(source), config)
+    second = reading.compare(recognised)
     if plan.blocked is None and second.reason() is not None and (
         knobs.unrecognised_speech == "block"
     ):
         plan = replace(plan, blocked=second.reason())
-    layout = _lay_out(Layout(session), sink.startup, turns, stamps, plan)
+    layout = Layout(session)
+    if isinstance(sink, _Shedding):
+        layout.digests = sink.digests
+    _lay_out(layout, sink.startup, turns, stamps, plan)
     items, manifest = layout.finish() if lay_out else ([], [])
+    carried: tuple[dict[str, Any], ...] = tuple(items)
+    if isinstance(sink, _Shedding) and sink.digests:
+        where = {at: sink.where[id(utt)] for at, (utt, _, _) in enumerate(layout.pending)
+                 if id(utt) in sink.digests}
+        carried = _ReadBack.of(items, Path(source), SpeechRules.from_config(knobs), where)
     return _assemble(
         Build, Path(source), session, (read, ledger), sink, turns, plan, layout, config,
-        items=tuple(items), manifest=manifest, counts=_counts(sink, turns, plan.keep, read),
+        items=carried, manifest=manifest, counts=_counts(sink, turns, plan.keep, read),
         audit=second.as_dict(),
     )
+
+
+class _ReadBack(tuple[dict[str, Any], ...]):
+    """A big fork's items: the texts of turns its reader let go are read back when written."""
+
+    source: Path
+    rules: SpeechRules
+    where: dict[int, tuple[int, int]]  # item position -> (line offset, place on the line)
+
+    @classmethod
+    def of(
+        cls, items: list[dict[str, Any]], source: Path, rules: SpeechRules,
+        where: dict[int, tuple[int, int]],
+    ) -> _ReadBack:
+        made = cls(items)
+        made.source, made.rules, made.where = source, rules, where
+        return made
 
 
 def _assemble(
@@ -152,8 +190,10 @@ def _select(
 ) -> _Selection:
     """Open tail, carry cap and poison check (SPEC §3.4, §3.6, §3.7)."""
     knobs = config.rebuild
+    sealed = sink.tokens if isinstance(sink, _Shedding) else {}
     turn_tokens = [
-        _turn_tokens(turn, stamp, config) for turn, stamp in zip(turns, stamps, strict=True)
+        sealed[turn.index] if turn.index in sealed else _turn_tokens(turn, stamp, config)
+        for turn, stamp in zip(turns, stamps, strict=True)
     ]
     keep = list(range(len(turns)))
     excluded_tail = 0
@@ -178,11 +218,94 @@ def _recognised(sink: TurnBuilder, turns: list[Turn]) -> Recognised:
     """What the classifier produced, per source line, for the independent audit."""
     seen = Recognised(slash_seen=sink.counts["slash"] + sink.slash_local + sink.slash_unanswered)
     extra = [s.utterance for s in sink.summaries] + ([sink.startup] if sink.startup else [])
-    for utt in [u for turn in turns for u in turn.items] + extra:
+    shed = sink.tokens if isinstance(sink, _Shedding) else {}
+    for turn in turns:
+        for utt in turn.items:
+            seen.per_line[(utt.source_uuid, utt.role)] += 1
+            if utt.role == "user" and turn.index not in shed:
+                seen.human_texts.append(utt.text)
+    for utt in extra:
         seen.per_line[(utt.source_uuid, utt.role)] += 1
         if utt.role == "user":
             seen.human_texts.append(utt.text)
     return seen
+
+
+class _Shedding(TurnBuilder):
+    """Turns whose texts are let go once they lie outside the poison window and more than
+    ``hold`` characters are held (oldest first; the token estimate stays in ``tokens``, by turn
+    index); every human text is told to ``hear`` (the audit's enqueued-prompt match) as it is
+    made. ``plan`` never writes the texts (``hold`` 0); ``fork`` notes where each came from
+    (``located``) and keeps its digest, to read it back when writing.
+
+    Peak memory is then bounded by the window and ``hold``, not by the transcript's speech
+    (issue 13: a speech-heavy 100 MB file held 70 MiB of text to the end).
+    """
+
+    def __init__(
+        self, config: Config, hear: Hear | None, located: Located | None = None, hold: int = 0
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.hear = hear
+        self.window = config.rebuild.poison_window_turns
+        self.tokens: dict[int, float] = {}
+        self.hold = hold  # characters held before turns past the window are let go
+        self.held = 0
+        self.past: deque[Turn] = deque()  # turns past the window still holding their texts
+        # fork: where each let-go text came from and its digest, by id of what stands for it
+        self.located = located
+        self.where: dict[int, tuple[int, int]] = {}
+        self.digests: dict[int, str] = {}
+        if located is not None:
+            self.line_at = -1  # set by scan for each parsed line (see ``Located``)
+
+    def human(self, utt: Utterance) -> None:
+        self._note(utt)
+        super().human(utt)
+
+    def slash(self, utt: Utterance) -> None:
+        self._note(utt)
+        super().slash(utt)
+
+    def assistant(self, utt: Utterance) -> None:
+        self._note(utt)
+        self.held += len(utt.text)
+        super().assistant(utt)
+
+    def _note(self, utt: Utterance) -> None:
+        if self.located is not None:
+            self.located.line_at = self.line_at
+            self.located.note(utt)
+
+    def _add_human(self, utt: Utterance) -> None:
+        if self.hear is not None:
+            self.hear(utt.text)
+        self.held += len(utt.text)
+        count = len(self.turns)
+        super()._add_human(utt)
+        old = len(self.turns) - 1 - self.window  # no later turn reaches back to it
+        if len(self.turns) > count and self.window > 0 and old >= 0:
+            self.past.append(self.turns[old])
+        while self.past and self.held > self.hold:
+            self._shed(self.past.popleft())
+
+    def _shed(self, turn: Turn) -> None:
+        stamp = _turn_stamp(turn) if self.config.rebuild.stamp_turns else None
+        self.tokens[turn.index] = _turn_tokens(turn, stamp, self.config)
+        self.held -= sum(len(u.text) for u in turn.items)
+        items = [Utterance(u[0], u[1], "", *u[3:]) for u in turn.items]  # _replace: 4x
+        if self.located is not None:
+            made = self.located.where
+            for utt, gone in zip(turn.items, items, strict=True):
+                self.where[id(gone)] = made.pop(id(utt))
+                self.digests[id(gone)] = sha256_text(utt.text)
+        turn.items = items
+
+
+def _replay(source: Path, config: Config, hear: Hear) -> None:
+    """Read ``source`` again and tell every human text the turns hold to ``hear``."""
+    scan(source, config.rebuild, _Shedding(config, hear))
 
 
 def _lay_out(
@@ -246,7 +369,10 @@ def write(build: Build, directory: Path) -> Path:
     """Write the candidate as ``<directory>/<new_session_id>.jsonl`` (atomic, 0600)."""
     refuse_unwritable(build, build.item_count)
     target = Path(directory) / f"{build.new_session_id}.jsonl"
-    write_lines(target, build.items)
+    items: Iterable[dict[str, Any]] = build.items
+    if isinstance(items, _ReadBack):
+        items = refill(items, items.source, items.rules, items.where)
+    write_lines(target, items)
     return target
 
 

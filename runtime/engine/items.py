@@ -85,6 +85,8 @@ class Layout:
         self.pending: list[tuple[Utterance, str | None, int | None]] = []
         self._last_message: Any = None
         self._used_ids: set[Any] = set()
+        # digests of texts a reader let go (by id of the utterance standing for them)
+        self.digests: dict[int, str] = {}
 
     def add(self, utt: Utterance, stamp: str | None, turn: int | None) -> None:
         self.pending.append((utt, stamp, turn))
@@ -136,7 +138,9 @@ class Layout:
                 {"type": "text", "text": utt.text}
             ]
             item = self._item(utt, parent, version, blocks, item_id, last_ts)
-            digest = sha256_text(utt.text)  # the last block *is* this string: one digest
+            known = self.digests.get(id(utt))
+            # the last block *is* this string: one digest
+            digest = sha256_text(utt.text) if known is None else known
             self.items.append(item)
             self.manifest.append(
                 ManifestEntry(

@@ -159,6 +159,8 @@ def scan(
     prefilter = Prefilter(classifier)
     take = prefilter.take if (FAST if fast is None else fast) else None
     loads = orjson.loads
+    # a sink that reads its texts back later wants the offset of the line each one came from
+    locate = sink is not None and hasattr(sink, "line_at")
     try:
         handle = open(path, "rb", buffering=READ_BUFFER)
         total = os.fstat(handle.fileno()).st_size
@@ -197,6 +199,8 @@ def scan(
                 continue
             if observer is not None:
                 observer.event(event, lineno)
+            if locate:
+                sink.line_at = position - size  # type: ignore[union-attr]
             handle_event(event, size)
     stats.lines = lineno
     stats.bytes = position

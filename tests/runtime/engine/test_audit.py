@@ -201,3 +201,80 @@ def test_dropping_tag_pairs_equals_the_pair_regex_on_every_corpus_text() -> None
 def test_an_opening_tag_never_closed_is_kept_and_later_pairs_still_drop() -> None:
     text = 'git add <file>... <b x="1">gone</b >kept <file> <i>also gone</i>'
     assert audit._drop_pairs(text) == "git add <file>... kept <file> "
+
+
+def long_chat(turns: int) -> Transcript:
+    t = Transcript()
+    for n in range(turns):
+        t.user(f"question number {n}")
+        t.assistant(f"answer number {n}")
+    return t
+
+
+def plan_and_fork(tmp_path: Path, t: Transcript, **rebuild: object) -> list[candidate.Build]:
+    """``plan``'s build (turn texts let go outside the poison window) and ``fork``'s (all kept)."""
+    source = t.write(tmp_path / "source.jsonl")
+    knobs = config(**rebuild)
+    return [
+        candidate.build(source, knobs, new_session_id="s", lay_out=lay) for lay in (False, True)
+    ]
+
+
+def test_plan_lets_old_turn_texts_go_and_still_matches_a_prompt_typed_in_one(
+    tmp_path: Path,
+) -> None:
+    t = long_chat(6)  # "question number 1" is typed in turn 1, let go by plan at turn 3
+    t.queue_operation("enqueue", "question   number 1")  # enqueued later, never delivered
+    t.queue_operation("remove")
+    plan, fork = plan_and_fork(tmp_path, t, poison_window_turns=2)
+    assert plan.turns[1].items[0].text == ""  # the text was really let go
+    assert fork.turns[1].items[0].text == "question number 1"
+    assert plan.blocked_reason is None and fork.blocked_reason is None
+    assert plan.stats() == fork.stats()
+
+
+def test_plan_still_blocks_an_enqueued_prompt_that_never_lands_after_letting_texts_go(
+    tmp_path: Path,
+) -> None:
+    t = long_chat(3)
+    t.queue_operation("enqueue", "question number 2 and more")
+    t.queue_operation("remove")
+    t.queued("delivered while busy")
+    t.assistant("ok")
+    t.user("later")
+    t.assistant("done")
+    plan, fork = plan_and_fork(tmp_path, t, poison_window_turns=1)
+    assert plan.turns[0].items[0].text == ""
+    reason = plan.blocked_reason
+    assert reason is not None and "queue-operation enqueue at line 7" in reason
+    assert plan.stats() == fork.stats()
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("window", [1, 10])
+def test_plan_letting_texts_go_reports_what_fork_does_on_the_corpus(
+    corpus: Path, window: int
+) -> None:
+    knobs = config(poison_window_turns=window)
+    for path in sorted(corpus.glob("*.jsonl")):
+        try:
+            builds = [candidate.build(path, knobs, new_session_id="s", lay_out=lay)
+                      for lay in (False, True)]
+        except Exception as exc:  # the same refusal from both
+            with pytest.raises(type(exc)):
+                candidate.build(path, knobs, new_session_id="s", lay_out=True)
+            continue
+        assert builds[0].stats() == builds[1].stats(), path.name
+
+
+SPOKEN_PIECE = st.sampled_from(
+    [*"<>/ \n\tab:.-_1é", "<a>", "</a>", "<b ", "</b>", "[Request interrupted", "[Req",
+     "uest interrupted", "<task-notification", "<task-notification>", "</task-notification>"]
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(SPOKEN_PIECE, max_size=20).map("".join))
+def test_a_text_counts_as_spoken_exactly_when_its_plain_words_do(text: str) -> None:
+    said = audit.plain(text)
+    assert audit._spoken(text) == (bool(said) and not said.startswith(audit.NOT_SPEECH_OPENINGS))
