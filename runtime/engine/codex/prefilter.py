@@ -117,16 +117,12 @@ class Prefilter:
         self.noise = classifier.ledger.noise
         self.other_by_type = classifier.ledger.other_by_type
         self.copies = classifier.sink is not None  # only the audit reads the UI copies
-        # (type, payload type) -> (type key, reason and noise category, booked as other):
-        # lines of these pairs are booked by the loop without a look at any other field
-        self.plain: dict[tuple[str | None, str | None], tuple[str, str, bool]] = {}
-        for kind, category in rules.LINE_CATEGORY.items():
-            self._learn(kind, None, kind, category)
-        for sub, category in rules.ITEM_CATEGORY.items():
-            self._learn("response_item", sub, f"response_item:{sub}", category)
-        for sub, category in rules.EVENT_CATEGORY.items():
-            if sub not in _READ or not self.copies:
-                self._learn("event_msg", sub, f"event_msg:{sub}", category)
+        # (type, payload type) -> the sizes of the lines of that pair the loop booked without
+        # a look at any other field; a pair is learnt when ``take`` has booked its first line
+        # (so every count key is first made in line order, as the full parse makes it: ties in
+        # the reports keep that order) and summed into the counts by ``_flush``
+        self.plain: dict[tuple[str | None, str | None], list[int]] = {}
+        self.rules: list[tuple[str, str, bool, list[int]]] = []
 
     def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` of each line of ``handle`` left to the full parse; the rest booked.
@@ -137,8 +133,6 @@ class Prefilter:
         """
         decode = _decode_head
         plain = self.plain
-        types, reasons, noise, other_by_type = (
-            self.types, self.reasons, self.noise, self.other_by_type)
         stats = lines.stats
         position = lines.position
         counted = stats.lines
@@ -154,14 +148,9 @@ class Prefilter:
                     head = _NO_HEAD
                 payload = head.payload
                 if payload is not None:
-                    rule = plain.get((head.type, payload.type))
-                    if rule is not None and (line.isascii() or _utf8(line)):
-                        key, category, other = rule
-                        types[key] += 1
-                        reasons[category] += 1
-                        noise[category] += size
-                        if other:
-                            other_by_type[key] += size
+                    sizes = plain.get((head.type, payload.type))
+                    if sizes is not None and (line.isascii() or _utf8(line)):
+                        sizes.append(size)
                         continue
                     if self.take(head, payload, line, size, lineno):
                         continue
@@ -170,6 +159,22 @@ class Prefilter:
             yield lineno, line
         lines.position = position
         stats.lines = counted + lineno
+        self._flush()
+
+    def _flush(self) -> None:
+        """Add the sizes the loop gathered per type pair to the counts (once, at the end)."""
+        types, reasons, noise, other_by_type = (
+            self.types, self.reasons, self.noise, self.other_by_type)
+        for key, category, other, sizes in self.rules:
+            if not sizes:
+                continue
+            count, nbytes = len(sizes), sum(sizes)
+            sizes.clear()
+            types[key] += count
+            reasons[category] += count
+            noise[category] += nbytes
+            if other:
+                other_by_type[key] += nbytes
 
     def take(self, head: _Head, payload: _Payload, line: bytes, size: int, lineno: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
@@ -195,7 +200,7 @@ class Prefilter:
             if sub is None:
                 return False
             key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
-            if sub in _READ:
+            if sub in _READ and (self.copies or sub == "task_started"):
                 if not self._event(sub, payload):
                     return False
             else:
@@ -230,6 +235,9 @@ class Prefilter:
             return False
         payload = message.payload
         content = payload.content
+        if type(content) is list and len(content) == 1 and self._one(message, content[0], size,
+                                                                     lineno):
+            return True
         if content is None:
             parts: list[tuple[Any, Any]] = []
         elif isinstance(content, str):
@@ -248,9 +256,58 @@ class Prefilter:
             self.spoke["response_item:message"] += 1
         return True
 
+    def _one(self, message: _Message, part: _TextPart, size: int, lineno: int) -> bool:
+        """A message of one text part that surely speaks, booked as ``Classifier.spoken`` would.
+
+        False (nothing booked) for any other case: ``spoken`` decides those.
+        """
+        text = part.text
+        if type(text) is not str or not text.strip():
+            return False
+        payload = message.payload
+        role = payload.role
+        ptype = part.type
+        if type(ptype) is not str:
+            return False
+        if role == "assistant":
+            if ptype not in rules.ASSISTANT_TEXT_PARTS:
+                return False
+            kind = "assistant_text"
+        else:  # a user message: its one part typed by the human, as its kinds or provenance say
+            if ptype not in rules.USER_TEXT_PARTS:
+                return False
+            passthrough = payload.internal_chat_message_metadata_passthrough
+            if passthrough is None:
+                return False
+            kinds = passthrough.content_item_kinds
+            first = kinds[0] if type(kinds) is list and kinds else None
+            if not (type(first) is str and first in rules.HUMAN_ITEM_KINDS):
+                entries = passthrough.content_item_metadata
+                entry = entries[0] if type(entries) is list and entries else None
+                provenance = entry.get("provenance") if type(entry) is dict else None
+                said = provenance.get("type") if type(provenance) is dict else None
+                if not (type(said) is str and said in rules.HUMAN_PROVENANCE):
+                    return False
+            kind = rules.TRIGGER_KIND.get(str(self.classifier.trigger), "typed")
+        self.types["response_item:message"] += 1
+        self.spoke["response_item:message"] += 1
+        spoken = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        spoken = min(spoken, size)  # as Classifier._split: no harness text in a one-part line
+        ledger = self.classifier.ledger
+        ledger.conversation_bytes += spoken
+        if size > spoken:
+            ledger.add_other("message envelope", size - spoken)
+        self.classifier._speak(role, kind, text, message.timestamp, payload.id,
+                               f"{self.name}:{lineno}", 0)
+        return True
+
     def _learn(self, kind: str, sub: str | None, key: str, category: str | None) -> None:
         """Book the next line of this type pair in the loop (a type no rule reads further)."""
-        self.plain[(kind, sub)] = (key, category or "other", category is None)
+        if (kind, sub) in self.plain:
+            return
+        sizes: list[int] = []
+        self.plain[(kind, sub)] = sizes
+        self.rules.append((key, category or "other", category is None, sizes))
 
     def _event(self, sub: str, payload: _Payload) -> bool:
         """Read what the classifier keeps from an event (trigger, UI copy); False to decline.
