@@ -117,9 +117,9 @@ class Prefilter:
         self.noise = classifier.ledger.noise
         self.other_by_type = classifier.ledger.other_by_type
         self.copies = classifier.sink is not None  # only the audit reads the UI copies
-        # (type, payload type) -> the sizes of the lines of that pair the loop booked without
-        # a look at any other field; a pair is learnt when ``take`` has booked its first line
-        # (so every count key is first made in line order, as the full parse makes it: ties in
+        # (type, payload type) -> [count, bytes] of the lines of that pair the loop booked
+        # without a look at any other field; a pair is learnt when ``take`` has booked its first
+        # line (so every count key is first made in line order, as the full parse makes it: ties in
         # the reports keep that order) and summed into the counts by ``_flush``
         self.plain: dict[tuple[str | None, str | None], list[int]] = {}
         self.rules: list[tuple[str, str, bool, list[int]]] = []
@@ -148,9 +148,10 @@ class Prefilter:
                     head = _NO_HEAD
                 payload = head.payload
                 if payload is not None:
-                    sizes = plain.get((head.type, payload.type))
-                    if sizes is not None and (line.isascii() or _utf8(line)):
-                        sizes.append(size)
+                    tally = plain.get((head.type, payload.type))
+                    if tally is not None and (line.isascii() or _utf8(line)):
+                        tally[0] += 1
+                        tally[1] += size
                         continue
                     if self.take(head, payload, line, size, lineno):
                         continue
@@ -162,14 +163,14 @@ class Prefilter:
         self._flush()
 
     def _flush(self) -> None:
-        """Add the sizes the loop gathered per type pair to the counts (once, at the end)."""
+        """Add what the loop gathered per type pair to the counts (once, at the end)."""
         types, reasons, noise, other_by_type = (
             self.types, self.reasons, self.noise, self.other_by_type)
-        for key, category, other, sizes in self.rules:
-            if not sizes:
+        for key, category, other, tally in self.rules:
+            count, nbytes = tally
+            if not count:
                 continue
-            count, nbytes = len(sizes), sum(sizes)
-            sizes.clear()
+            tally[:] = [0, 0]
             types[key] += count
             reasons[category] += count
             noise[category] += nbytes
@@ -305,9 +306,9 @@ class Prefilter:
         """Book the next line of this type pair in the loop (a type no rule reads further)."""
         if (kind, sub) in self.plain:
             return
-        sizes: list[int] = []
-        self.plain[(kind, sub)] = sizes
-        self.rules.append((key, category or "other", category is None, sizes))
+        tally: list[int] = [0, 0]
+        self.plain[(kind, sub)] = tally
+        self.rules.append((key, category or "other", category is None, tally))
 
     def _event(self, sub: str, payload: _Payload) -> bool:
         """Read what the classifier keeps from an event (trigger, UI copy); False to decline.
