@@ -39,11 +39,20 @@ if TYPE_CHECKING:
 NULL = msgspec.Raw(b"null")
 
 
+class _Part(msgspec.Struct):
+    text: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Item(msgspec.Struct):
+    type: Any = None
+    content: list[_Part] | str | None = None  # another shape: the line takes the full parse
+
+
 class _Payload(msgspec.Struct):
     type: str | None = None  # any other type: the line takes the full parse
     role: Any = None
     turn_attribution: msgspec.Raw = NULL  # task_started
-    item: msgspec.Raw = NULL  # item_completed
+    item: msgspec.Raw = NULL  # item_completed (not read without the audit)
     message: msgspec.Raw = NULL  # legacy user_message / agent_message
 
 
@@ -52,17 +61,23 @@ class _Head(msgspec.Struct):
     payload: _Payload | None = None
 
 
+class _CopyPayload(msgspec.Struct):
+    """``_Payload`` when the audit reads the UI copies: ``item`` typed in the same decode."""
+
+    type: str | None = None
+    role: Any = None
+    turn_attribution: msgspec.Raw = NULL
+    item: _Item | None = None  # another shape: the line takes the full parse
+    message: msgspec.Raw = NULL
+
+
+class _CopyHead(msgspec.Struct):
+    type: str | None = None
+    payload: _CopyPayload | None = None
+
+
 class _Attribution(msgspec.Struct):
     turn_trigger: Any = None
-
-
-class _Part(msgspec.Struct):
-    text: str | msgspec.UnsetType = msgspec.UNSET
-
-
-class _Item(msgspec.Struct):
-    type: Any = None
-    content: list[_Part] | str | None = None  # another shape: the line takes the full parse
 
 
 class _TextPart(msgspec.Struct):
@@ -96,10 +111,10 @@ class _Message(msgspec.Struct):
 
 
 _decode_head = msgspec.json.Decoder(_Head).decode
+_decode_copy_head = msgspec.json.Decoder(_CopyHead).decode
 _NO_HEAD = _Head()  # what a line msgspec rejects gives: no payload, the full parse decides
 _decode_line = msgspec.json.Decoder(_Message).decode
 _decode_attribution = msgspec.json.Decoder(_Attribution | None).decode
-_decode_item = msgspec.json.Decoder(_Item | None).decode
 _decode_message = msgspec.json.Decoder(str | None).decode
 COPIES = ("UserMessage", "AgentMessage")
 
@@ -131,7 +146,7 @@ class Prefilter:
         are current at each yield and at the end. The loop books a line whose type pair has
         a plain rule (``self.plain``) itself; ``take`` reads the others.
         """
-        decode = _decode_head
+        decode = _decode_copy_head if self.copies else _decode_head
         plain = self.plain
         stats = lines.stats
         position = lines.position
@@ -143,7 +158,7 @@ class Prefilter:
             position += size
             if lineno > 1:
                 try:
-                    head = decode(line)
+                    head: _Head | _CopyHead = decode(line)
                 except msgspec.DecodeError:
                     head = _NO_HEAD
                 payload = head.payload
@@ -177,7 +192,8 @@ class Prefilter:
             if other:
                 other_by_type[key] += nbytes
 
-    def take(self, head: _Head, payload: _Payload, line: bytes, size: int, lineno: int) -> bool:
+    def take(self, head: _Head | _CopyHead, payload: _Payload | _CopyPayload, line: bytes,
+             size: int, lineno: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
         kind = head.type
         if kind is None:
@@ -310,7 +326,7 @@ class Prefilter:
         self.plain[(kind, sub)] = tally
         self.rules.append((key, category or "other", category is None, tally))
 
-    def _event(self, sub: str, payload: _Payload) -> bool:
+    def _event(self, sub: str, payload: _Payload | _CopyPayload) -> bool:
         """Read what the classifier keeps from an event (trigger, UI copy); False to decline.
 
         The state changes only after every decode succeeded: a declined line is read again
@@ -325,8 +341,8 @@ class Prefilter:
             if not self.copies:
                 return True
             if sub == "item_completed":
-                item = _decode_item(payload.item)
-                if item is None or item.type not in COPIES:
+                item = payload.item  # typed by _CopyHead: the audit reads the copies
+                if not isinstance(item, _Item) or item.type not in COPIES:
                     return True
                 content = item.content
                 if isinstance(content, str):
