@@ -3,15 +3,17 @@
 All but the user and assistant messages of a rollout are noise: token records, turn contexts,
 world states, reasoning, tool calls and outputs, developer messages, UI copies.
 ``Prefilter.unsettled`` runs the loop over the rollout's own lines: it decodes each into
-``_Head`` — the envelope ``type`` and the payload's ``type`` and ``role``, with
-``turn_attribution``, ``item`` and ``message`` left as raw bytes; ``msgspec`` skips every other
-field without building it — and books it exactly as ``rollout.Classifier.event`` would: its
-type count, its reason, its bytes. A ``(type, payload type)`` pair that no rule reads further
-is booked in the loop; ``take`` reads the rest: the queue trigger of ``task_started`` and,
-when the caller keeps turns (the recognition audit), the texts of ``item_completed``
-UserMessage/AgentMessage copies and legacy ``user_message``/``agent_message`` events. User and
-assistant messages are decoded once more into ``_Message`` and classified by
-``Classifier.spoken``, the code the full parse uses for them too.
+``_Head`` — the envelope ``type``, the payload's ``type``, ``role`` and ``turn_attribution``,
+with a legacy copy's ``message`` left as raw bytes and, only when the caller keeps turns (the
+recognition audit reads the UI copies), ``item`` typed too (``_CopyHead``); ``msgspec`` skips
+every other field without building it — and books it exactly as
+``rollout.Classifier.event`` would: its type count, its reason, its bytes. A
+``(type, payload type, role)`` key that no rule reads further is counted in the loop (count
+and bytes per key, added to the reports once at the end); ``take`` reads the rest: the queue
+trigger of ``task_started``, the texts of ``item_completed`` UserMessage/AgentMessage copies
+and legacy ``user_message``/``agent_message`` events. User and assistant messages are decoded
+once more into ``_Message``; one text part that surely speaks is booked by ``_one``, anything
+else is classified by ``Classifier.spoken``, the code the full parse uses for them too.
 
 It settles only what it is sure of. A message with a rebuild's carry mark or a compaction
 summary, a line without an object ``payload`` or with a non-string type, an odd value where a
@@ -48,10 +50,14 @@ class _Item(msgspec.Struct):
     content: list[_Part] | str | None = None  # another shape: the line takes the full parse
 
 
+class _Attribution(msgspec.Struct):
+    turn_trigger: Any = None
+
+
 class _Payload(msgspec.Struct):
     type: str | None = None  # any other type: the line takes the full parse
-    role: Any = None
-    turn_attribution: msgspec.Raw = NULL  # task_started
+    role: str | None = None  # part of the loop's key: another type takes the full parse
+    turn_attribution: _Attribution | None = None  # task_started
     item: msgspec.Raw = NULL  # item_completed (not read without the audit)
     message: msgspec.Raw = NULL  # legacy user_message / agent_message
 
@@ -65,8 +71,8 @@ class _CopyPayload(msgspec.Struct):
     """``_Payload`` when the audit reads the UI copies: ``item`` typed in the same decode."""
 
     type: str | None = None
-    role: Any = None
-    turn_attribution: msgspec.Raw = NULL
+    role: str | None = None
+    turn_attribution: _Attribution | None = None
     item: _Item | None = None  # another shape: the line takes the full parse
     message: msgspec.Raw = NULL
 
@@ -74,10 +80,6 @@ class _CopyPayload(msgspec.Struct):
 class _CopyHead(msgspec.Struct):
     type: str | None = None
     payload: _CopyPayload | None = None
-
-
-class _Attribution(msgspec.Struct):
-    turn_trigger: Any = None
 
 
 class _TextPart(msgspec.Struct):
@@ -114,7 +116,6 @@ _decode_head = msgspec.json.Decoder(_Head).decode
 _decode_copy_head = msgspec.json.Decoder(_CopyHead).decode
 _NO_HEAD = _Head()  # what a line msgspec rejects gives: no payload, the full parse decides
 _decode_line = msgspec.json.Decoder(_Message).decode
-_decode_attribution = msgspec.json.Decoder(_Attribution | None).decode
 _decode_message = msgspec.json.Decoder(str | None).decode
 COPIES = ("UserMessage", "AgentMessage")
 
@@ -132,11 +133,12 @@ class Prefilter:
         self.noise = classifier.ledger.noise
         self.other_by_type = classifier.ledger.other_by_type
         self.copies = classifier.sink is not None  # only the audit reads the UI copies
-        # (type, payload type) -> [count, bytes] of the lines of that pair the loop booked
-        # without a look at any other field; a pair is learnt when ``take`` has booked its first
-        # line (so every count key is first made in line order, as the full parse makes it: ties in
-        # the reports keep that order) and summed into the counts by ``_flush``
-        self.plain: dict[tuple[str | None, str | None], list[int]] = {}
+        # (type, payload type, role) -> [count, bytes] of the lines the loop booked without a
+        # look at any other field; a key is learnt when ``take`` has booked its first line (so
+        # every count key is first made in line order, as the full parse makes it: ties in the
+        # reports keep that order) and summed into the counts by ``_flush``. User and assistant
+        # messages are never learnt.
+        self.plain: dict[tuple[str | None, str | None, str | None], list[int]] = {}
         self.rules: list[tuple[str, str, bool, list[int]]] = []
 
     def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
@@ -152,24 +154,31 @@ class Prefilter:
         position = lines.position
         counted = stats.lines
         lineno = 0
-        for line in handle:
+        source = iter(handle)
+        for line in source:  # line 1 only
+            lineno = 1
+            position += len(line)
+            lines.position = position
+            stats.lines = counted + 1
+            yield 1, line
+            break
+        for line in source:
             lineno += 1
             size = len(line)
             position += size
-            if lineno > 1:
-                try:
-                    head: _Head | _CopyHead = decode(line)
-                except msgspec.DecodeError:
-                    head = _NO_HEAD
-                payload = head.payload
-                if payload is not None:
-                    tally = plain.get((head.type, payload.type))
-                    if tally is not None and (line.isascii() or _utf8(line)):
-                        tally[0] += 1
-                        tally[1] += size
-                        continue
-                    if self.take(head, payload, line, size, lineno):
-                        continue
+            try:
+                head: _Head | _CopyHead = decode(line)
+            except msgspec.DecodeError:
+                head = _NO_HEAD
+            payload = head.payload
+            if payload is not None:
+                tally = plain.get((head.type, payload.type, payload.role))
+                if tally is not None and (line.isascii() or _utf8(line)):
+                    tally[0] += 1
+                    tally[1] += size
+                    continue
+                if self.take(head, payload, line, size, lineno):
+                    continue
             lines.position = position
             stats.lines = counted + lineno
             yield lineno, line
@@ -212,7 +221,7 @@ class Prefilter:
                 key, category = "response_item:message", "harness_message"
             else:
                 key, category = f"response_item:{sub}", rules.ITEM_CATEGORY.get(sub)
-                self._learn(kind, sub, key, category)
+            self._learn(kind, sub, payload.role, key, category)
         elif kind == "event_msg":
             if sub is None:
                 return False
@@ -221,10 +230,10 @@ class Prefilter:
                 if not self._event(sub, payload):
                     return False
             else:
-                self._learn(kind, sub, key, category)
+                self._learn(kind, sub, payload.role, key, category)
         else:
             key, category = kind, rules.LINE_CATEGORY.get(kind)
-            self._learn(kind, sub, key, category)
+            self._learn(kind, sub, payload.role, key, category)
         self.types[key] += 1
         if category is None:  # as Ledger.add_other
             self.reasons["other"] += 1
@@ -318,12 +327,13 @@ class Prefilter:
                                f"{self.name}:{lineno}", 0)
         return True
 
-    def _learn(self, kind: str, sub: str | None, key: str, category: str | None) -> None:
-        """Book the next line of this type pair in the loop (a type no rule reads further)."""
-        if (kind, sub) in self.plain:
+    def _learn(self, kind: str, sub: str | None, role: str | None, key: str,
+               category: str | None) -> None:
+        """Book the next line of these types in the loop (types no rule reads further)."""
+        if (kind, sub, role) in self.plain:
             return
         tally: list[int] = [0, 0]
-        self.plain[(kind, sub)] = tally
+        self.plain[(kind, sub, role)] = tally
         self.rules.append((key, category or "other", category is None, tally))
 
     def _event(self, sub: str, payload: _Payload | _CopyPayload) -> bool:
@@ -334,7 +344,7 @@ class Prefilter:
         """
         try:
             if sub == "task_started":
-                attribution = _decode_attribution(payload.turn_attribution)
+                attribution = payload.turn_attribution  # typed by the head's decode
                 trigger = attribution.turn_trigger if attribution is not None else None
                 self.classifier.trigger = trigger
                 return True
