@@ -319,12 +319,17 @@ class Prefilter:
         self.spoke["response_item:message"] += 1
         spoken = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
         spoken = min(spoken, size)  # as Classifier._split: no harness text in a one-part line
-        ledger = self.classifier.ledger
-        ledger.conversation_bytes += spoken
-        if size > spoken:
-            ledger.add_other("message envelope", size - spoken)
-        self.classifier._speak(role, kind, text, message.timestamp, payload.id,
-                               f"{self.name}:{lineno}", 0)
+        classifier = self.classifier
+        classifier.ledger.conversation_bytes += spoken
+        if size > spoken:  # as Ledger.add_other
+            self.noise["other"] += size - spoken
+            self.other_by_type["message envelope"] += size - spoken
+        if classifier.sink is None:  # as Classifier._speak without turns
+            classifier.stats.speech[kind] += 1
+            return True
+        source = payload.id  # the line's place names the utterance only without an item id
+        where = "" if type(source) is str and source else f"{self.name}:{lineno}"
+        classifier._speak(role, kind, text, message.timestamp, source, where, 0)
         return True
 
     def _learn(self, kind: str, sub: str | None, role: str | None, key: str,
