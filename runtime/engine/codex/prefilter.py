@@ -140,6 +140,9 @@ class Prefilter:
         # messages are never learnt.
         self.plain: dict[tuple[str | None, str | None, str | None], list[int]] = {}
         self.rules: list[tuple[str, str, bool, list[int]]] = []
+        # event payload type -> [count, bytes] of the events ``_event`` read (trigger, copies):
+        # counted the same way once their first line was booked
+        self.read: dict[str, list[int]] = {}
 
     def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` of each line of ``handle`` left to the full parse; the rest booked.
@@ -225,11 +228,18 @@ class Prefilter:
         elif kind == "event_msg":
             if sub is None:
                 return False
-            key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
             if sub in _READ and (self.copies or sub == "task_started"):
                 if not self._event(sub, payload):
                     return False
+                tally = self.read.get(sub)
+                if tally is not None:
+                    tally[0] += 1
+                    tally[1] += size
+                    return True
+                key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
+                self._tally(key, category, self.read.setdefault(sub, [0, 0]))
             else:
+                key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
                 self._learn(kind, sub, payload.role, key, category)
         else:
             key, category = kind, rules.LINE_CATEGORY.get(kind)
@@ -339,6 +349,10 @@ class Prefilter:
             return
         tally: list[int] = [0, 0]
         self.plain[(kind, sub, role)] = tally
+        self._tally(key, category, tally)
+
+    def _tally(self, key: str, category: str | None, tally: list[int]) -> None:
+        """Have ``_flush`` add ``tally`` to ``key``'s type count and ``category``'s reason/bytes."""
         self.rules.append((key, category or "other", category is None, tally))
 
     def _event(self, sub: str, payload: _Payload | _CopyPayload) -> bool:
