@@ -3,15 +3,17 @@
 All but the user and assistant messages of a rollout are noise: token records, turn contexts,
 world states, reasoning, tool calls and outputs, developer messages, UI copies.
 ``Prefilter.unsettled`` runs the loop over the rollout's own lines: it decodes each into
-``_Head`` — the envelope ``type`` and the payload's ``type`` and ``role``, with
-``turn_attribution``, ``item`` and ``message`` left as raw bytes; ``msgspec`` skips every other
-field without building it — and books it exactly as ``rollout.Classifier.event`` would: its
-type count, its reason, its bytes. A ``(type, payload type)`` pair that no rule reads further
-is booked in the loop; ``take`` reads the rest: the queue trigger of ``task_started`` and,
-when the caller keeps turns (the recognition audit), the texts of ``item_completed``
-UserMessage/AgentMessage copies and legacy ``user_message``/``agent_message`` events. User and
-assistant messages are decoded once more into ``_Message`` and classified by
-``Classifier.spoken``, the code the full parse uses for them too.
+``_Head`` — the envelope ``type``, the payload's ``type``, ``role`` and ``turn_attribution``,
+with a legacy copy's ``message`` left as raw bytes and, only when the caller keeps turns (the
+recognition audit reads the UI copies), ``item`` typed too (``_CopyHead``); ``msgspec`` skips
+every other field without building it — and books it exactly as
+``rollout.Classifier.event`` would: its type count, its reason, its bytes. A
+``(type, payload type, role)`` key that no rule reads further is counted in the loop (count
+and bytes per key, added to the reports once at the end); ``take`` reads the rest: the queue
+trigger of ``task_started``, the texts of ``item_completed`` UserMessage/AgentMessage copies
+and legacy ``user_message``/``agent_message`` events. User and assistant messages are decoded
+once more into ``_Message``; one text part that surely speaks is booked by ``_one``, anything
+else is classified by ``Classifier.spoken``, the code the full parse uses for them too.
 
 It settles only what it is sure of. A message with a rebuild's carry mark or a compaction
 summary, a line without an object ``payload`` or with a non-string type, an odd value where a
@@ -39,11 +41,24 @@ if TYPE_CHECKING:
 NULL = msgspec.Raw(b"null")
 
 
+class _Part(msgspec.Struct):
+    text: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Item(msgspec.Struct):
+    type: Any = None
+    content: list[_Part] | str | None = None  # another shape: the line takes the full parse
+
+
+class _Attribution(msgspec.Struct):
+    turn_trigger: Any = None
+
+
 class _Payload(msgspec.Struct):
     type: str | None = None  # any other type: the line takes the full parse
-    role: Any = None
-    turn_attribution: msgspec.Raw = NULL  # task_started
-    item: msgspec.Raw = NULL  # item_completed
+    role: str | None = None  # part of the loop's key: another type takes the full parse
+    turn_attribution: _Attribution | None = None  # task_started
+    item: msgspec.Raw = NULL  # item_completed (not read without the audit)
     message: msgspec.Raw = NULL  # legacy user_message / agent_message
 
 
@@ -52,17 +67,19 @@ class _Head(msgspec.Struct):
     payload: _Payload | None = None
 
 
-class _Attribution(msgspec.Struct):
-    turn_trigger: Any = None
+class _CopyPayload(msgspec.Struct):
+    """``_Payload`` when the audit reads the UI copies: ``item`` typed in the same decode."""
+
+    type: str | None = None
+    role: str | None = None
+    turn_attribution: _Attribution | None = None
+    item: _Item | None = None  # another shape: the line takes the full parse
+    message: msgspec.Raw = NULL
 
 
-class _Part(msgspec.Struct):
-    text: str | msgspec.UnsetType = msgspec.UNSET
-
-
-class _Item(msgspec.Struct):
-    type: Any = None
-    content: list[_Part] | str | None = None  # another shape: the line takes the full parse
+class _CopyHead(msgspec.Struct):
+    type: str | None = None
+    payload: _CopyPayload | None = None
 
 
 class _TextPart(msgspec.Struct):
@@ -96,10 +113,9 @@ class _Message(msgspec.Struct):
 
 
 _decode_head = msgspec.json.Decoder(_Head).decode
+_decode_copy_head = msgspec.json.Decoder(_CopyHead).decode
 _NO_HEAD = _Head()  # what a line msgspec rejects gives: no payload, the full parse decides
 _decode_line = msgspec.json.Decoder(_Message).decode
-_decode_attribution = msgspec.json.Decoder(_Attribution | None).decode
-_decode_item = msgspec.json.Decoder(_Item | None).decode
 _decode_message = msgspec.json.Decoder(str | None).decode
 COPIES = ("UserMessage", "AgentMessage")
 
@@ -117,16 +133,16 @@ class Prefilter:
         self.noise = classifier.ledger.noise
         self.other_by_type = classifier.ledger.other_by_type
         self.copies = classifier.sink is not None  # only the audit reads the UI copies
-        # (type, payload type) -> (type key, reason and noise category, booked as other):
-        # lines of these pairs are booked by the loop without a look at any other field
-        self.plain: dict[tuple[str | None, str | None], tuple[str, str, bool]] = {}
-        for kind, category in rules.LINE_CATEGORY.items():
-            self._learn(kind, None, kind, category)
-        for sub, category in rules.ITEM_CATEGORY.items():
-            self._learn("response_item", sub, f"response_item:{sub}", category)
-        for sub, category in rules.EVENT_CATEGORY.items():
-            if sub not in _READ or not self.copies:
-                self._learn("event_msg", sub, f"event_msg:{sub}", category)
+        # (type, payload type, role) -> [count, bytes] of the lines the loop booked without a
+        # look at any other field; a key is learnt when ``take`` has booked its first line (so
+        # every count key is first made in line order, as the full parse makes it: ties in the
+        # reports keep that order) and summed into the counts by ``_flush``. User and assistant
+        # messages are never learnt.
+        self.plain: dict[tuple[str | None, str | None, str | None], list[int]] = {}
+        self.rules: list[tuple[str, str, bool, list[int]]] = []
+        # event payload type -> [count, bytes] of the events ``_event`` read (trigger, copies):
+        # counted the same way once their first line was booked
+        self.read: dict[str, list[int]] = {}
 
     def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` of each line of ``handle`` left to the full parse; the rest booked.
@@ -135,43 +151,61 @@ class Prefilter:
         are current at each yield and at the end. The loop books a line whose type pair has
         a plain rule (``self.plain``) itself; ``take`` reads the others.
         """
-        decode = _decode_head
+        decode = _decode_copy_head if self.copies else _decode_head
         plain = self.plain
-        types, reasons, noise, other_by_type = (
-            self.types, self.reasons, self.noise, self.other_by_type)
         stats = lines.stats
         position = lines.position
         counted = stats.lines
         lineno = 0
-        for line in handle:
+        source = iter(handle)
+        for line in source:  # line 1 only
+            lineno = 1
+            position += len(line)
+            lines.position = position
+            stats.lines = counted + 1
+            yield 1, line
+            break
+        for line in source:
             lineno += 1
             size = len(line)
             position += size
-            if lineno > 1:
-                try:
-                    head = decode(line)
-                except msgspec.DecodeError:
-                    head = _NO_HEAD
-                payload = head.payload
-                if payload is not None:
-                    rule = plain.get((head.type, payload.type))
-                    if rule is not None and (line.isascii() or _utf8(line)):
-                        key, category, other = rule
-                        types[key] += 1
-                        reasons[category] += 1
-                        noise[category] += size
-                        if other:
-                            other_by_type[key] += size
-                        continue
-                    if self.take(head, payload, line, size, lineno):
-                        continue
+            try:
+                head: _Head | _CopyHead = decode(line)
+            except msgspec.DecodeError:
+                head = _NO_HEAD
+            payload = head.payload
+            if payload is not None:
+                tally = plain.get((head.type, payload.type, payload.role))
+                if tally is not None and (line.isascii() or _utf8(line)):
+                    tally[0] += 1
+                    tally[1] += size
+                    continue
+                if self.take(head, payload, line, size, lineno):
+                    continue
             lines.position = position
             stats.lines = counted + lineno
             yield lineno, line
         lines.position = position
         stats.lines = counted + lineno
+        self._flush()
 
-    def take(self, head: _Head, payload: _Payload, line: bytes, size: int, lineno: int) -> bool:
+    def _flush(self) -> None:
+        """Add what the loop gathered per type pair to the counts (once, at the end)."""
+        types, reasons, noise, other_by_type = (
+            self.types, self.reasons, self.noise, self.other_by_type)
+        for key, category, other, tally in self.rules:
+            count, nbytes = tally
+            if not count:
+                continue
+            tally[:] = [0, 0]
+            types[key] += count
+            reasons[category] += count
+            noise[category] += nbytes
+            if other:
+                other_by_type[key] += nbytes
+
+    def take(self, head: _Head | _CopyHead, payload: _Payload | _CopyPayload, line: bytes,
+             size: int, lineno: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
         kind = head.type
         if kind is None:
@@ -190,19 +224,26 @@ class Prefilter:
                 key, category = "response_item:message", "harness_message"
             else:
                 key, category = f"response_item:{sub}", rules.ITEM_CATEGORY.get(sub)
-                self._learn(kind, sub, key, category)
+            self._learn(kind, sub, payload.role, key, category)
         elif kind == "event_msg":
             if sub is None:
                 return False
-            key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
-            if sub in _READ:
+            if sub in _READ and (self.copies or sub == "task_started"):
                 if not self._event(sub, payload):
                     return False
+                tally = self.read.get(sub)
+                if tally is not None:
+                    tally[0] += 1
+                    tally[1] += size
+                    return True
+                key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
+                self._tally(key, category, self.read.setdefault(sub, [0, 0]))
             else:
-                self._learn(kind, sub, key, category)
+                key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
+                self._learn(kind, sub, payload.role, key, category)
         else:
             key, category = kind, rules.LINE_CATEGORY.get(kind)
-            self._learn(kind, sub, key, category)
+            self._learn(kind, sub, payload.role, key, category)
         self.types[key] += 1
         if category is None:  # as Ledger.add_other
             self.reasons["other"] += 1
@@ -230,6 +271,9 @@ class Prefilter:
             return False
         payload = message.payload
         content = payload.content
+        if type(content) is list and len(content) == 1 and self._one(message, content[0], size,
+                                                                     lineno):
+            return True
         if content is None:
             parts: list[tuple[Any, Any]] = []
         elif isinstance(content, str):
@@ -248,11 +292,70 @@ class Prefilter:
             self.spoke["response_item:message"] += 1
         return True
 
-    def _learn(self, kind: str, sub: str | None, key: str, category: str | None) -> None:
-        """Book the next line of this type pair in the loop (a type no rule reads further)."""
-        self.plain[(kind, sub)] = (key, category or "other", category is None)
+    def _one(self, message: _Message, part: _TextPart, size: int, lineno: int) -> bool:
+        """A message of one text part that surely speaks, booked as ``Classifier.spoken`` would.
 
-    def _event(self, sub: str, payload: _Payload) -> bool:
+        False (nothing booked) for any other case: ``spoken`` decides those.
+        """
+        text = part.text
+        if type(text) is not str or not text.strip():
+            return False
+        payload = message.payload
+        role = payload.role
+        ptype = part.type
+        if type(ptype) is not str:
+            return False
+        if role == "assistant":
+            if ptype not in rules.ASSISTANT_TEXT_PARTS:
+                return False
+            kind = "assistant_text"
+        else:  # a user message: its one part typed by the human, as its kinds or provenance say
+            if ptype not in rules.USER_TEXT_PARTS:
+                return False
+            passthrough = payload.internal_chat_message_metadata_passthrough
+            if passthrough is None:
+                return False
+            kinds = passthrough.content_item_kinds
+            first = kinds[0] if type(kinds) is list and kinds else None
+            if not (type(first) is str and first in rules.HUMAN_ITEM_KINDS):
+                entries = passthrough.content_item_metadata
+                entry = entries[0] if type(entries) is list and entries else None
+                provenance = entry.get("provenance") if type(entry) is dict else None
+                said = provenance.get("type") if type(provenance) is dict else None
+                if not (type(said) is str and said in rules.HUMAN_PROVENANCE):
+                    return False
+            kind = rules.TRIGGER_KIND.get(str(self.classifier.trigger), "typed")
+        self.types["response_item:message"] += 1
+        self.spoke["response_item:message"] += 1
+        spoken = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        spoken = min(spoken, size)  # as Classifier._split: no harness text in a one-part line
+        classifier = self.classifier
+        classifier.ledger.conversation_bytes += spoken
+        if size > spoken:  # as Ledger.add_other
+            self.noise["other"] += size - spoken
+            self.other_by_type["message envelope"] += size - spoken
+        if classifier.sink is None:  # as Classifier._speak without turns
+            classifier.stats.speech[kind] += 1
+            return True
+        source = payload.id  # the line's place names the utterance only without an item id
+        where = "" if type(source) is str and source else f"{self.name}:{lineno}"
+        classifier._speak(role, kind, text, message.timestamp, source, where, 0)
+        return True
+
+    def _learn(self, kind: str, sub: str | None, role: str | None, key: str,
+               category: str | None) -> None:
+        """Book the next line of these types in the loop (types no rule reads further)."""
+        if (kind, sub, role) in self.plain:
+            return
+        tally: list[int] = [0, 0]
+        self.plain[(kind, sub, role)] = tally
+        self._tally(key, category, tally)
+
+    def _tally(self, key: str, category: str | None, tally: list[int]) -> None:
+        """Have ``_flush`` add ``tally`` to ``key``'s type count and ``category``'s reason/bytes."""
+        self.rules.append((key, category or "other", category is None, tally))
+
+    def _event(self, sub: str, payload: _Payload | _CopyPayload) -> bool:
         """Read what the classifier keeps from an event (trigger, UI copy); False to decline.
 
         The state changes only after every decode succeeded: a declined line is read again
@@ -260,15 +363,15 @@ class Prefilter:
         """
         try:
             if sub == "task_started":
-                attribution = _decode_attribution(payload.turn_attribution)
+                attribution = payload.turn_attribution  # typed by the head's decode
                 trigger = attribution.turn_trigger if attribution is not None else None
                 self.classifier.trigger = trigger
                 return True
             if not self.copies:
                 return True
             if sub == "item_completed":
-                item = _decode_item(payload.item)
-                if item is None or item.type not in COPIES:
+                item = payload.item  # typed by _CopyHead: the audit reads the copies
+                if not isinstance(item, _Item) or item.type not in COPIES:
                     return True
                 content = item.content
                 if isinstance(content, str):

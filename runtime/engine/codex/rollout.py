@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -24,8 +24,10 @@ from runtime.engine.codex.prefilter import Prefilter
 from runtime.engine.dirty import Ledger
 from runtime.engine.speech import MARK_KEY, Utterance, valid_timestamp
 from runtime.engine.transcript import READ_BUFFER, Progress, ReadStats
-from runtime.engine.turns import TurnBuilder
 from runtime.errors import TranscriptError
+
+if TYPE_CHECKING:  # dirty reads without turns: the builder is the callers' import
+    from runtime.engine.turns import TurnBuilder
 
 FIRST_LINE_MAX = 16 << 20  # session_meta carries ~20 KB of base instructions; far more is not it
 PARENT_DEPTH_MAX = 64

@@ -143,6 +143,51 @@ def test_fast_path_matches_the_full_parse_on_a_legacy_rollout() -> None:
     _assert_same(legacy.write(WORK / "legacy"))
 
 
+def test_one_part_messages_take_the_short_path_exactly_as_the_full_parse() -> None:
+    """Every branch of ``Prefilter._one`` (a one-part message booked without ``spoken``) and
+    the cases it leaves to ``spoken``: the same plan, dirty and fork as the full parse."""
+    session = Rollout()
+    session.start("queue")
+    session.user("queued one-part")  # kinds user.text under a queue trigger: queued
+    session.start("exec")
+    typed = {"content_item_kinds": ["user.text"]}
+    said_by_user = {"content_item_metadata": [{"provenance": {"type": "user"}}]}
+    for role, part, passthrough in [
+        ("user", {"type": "input_text", "text": "kinds only"}, typed),
+        ("user", {"type": "text", "text": "a text part 世界"}, typed),
+        ("user", {"type": "input_text", "text": "provenance only"}, said_by_user),
+        ("user", {"type": "input_text", "text": "harness kind, user provenance"},
+         {"content_item_kinds": ["environments.environment_context"], **said_by_user}),
+        ("user", {"type": "input_text", "text": "harness"},
+         {"content_item_kinds": ["environments.environment_context"]}),
+        ("user", {"type": "input_text", "text": "no passthrough"}, None),
+        ("user", {"type": "input_text", "text": "empty lists"},
+         {"content_item_kinds": [], "content_item_metadata": []}),
+        ("user", {"type": "input_text", "text": " \n "}, typed),
+        ("user", {"type": "input_image", "image_url": "data:"}, typed),
+        ("user", {"type": "output_text", "text": "wrong part"}, typed),
+        ("user", {"type": ["input_text"], "text": "odd part type"}, typed),
+        ("user", {"type": "input_text", "text": "odd provenance"},
+         {"content_item_metadata": [{"provenance": ["user"]}]}),
+        ("assistant", {"type": "output_text", "text": "an answer é"}, None),
+        ("assistant", {"type": "text", "text": "a text answer"}, None),
+        ("assistant", {"type": "input_text", "text": "wrong part"}, None),
+        ("assistant", {"type": "output_text"}, None),
+    ]:
+        session.message(role, [part], passthrough)
+    session.add("response_item", {"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": "no id, odd time"}]}, timestamp=["not a time"])
+    session.end("done")
+    path = session.write(WORK / "one-part")
+    _assert_same(path)
+    built = candidate.build(path, Config())
+    kinds = [(u.kind, u.text) for t in built.turns for u in t.items]
+    assert ("queued", "queued one-part") in kinds
+    assert ("typed", "harness kind, user provenance") in kinds
+    assert ("untagged", "no passthrough") in kinds
+    assert not any(text == "harness" for _, text in kinds)
+
+
 def test_a_declined_task_started_leaves_the_trigger_to_the_full_parse() -> None:
     """A queue trigger on a line that is not valid UTF-8 is malformed: the next message is
     typed on both paths, not queued on the fast one."""
