@@ -44,7 +44,11 @@ def run(config: Config, operation_id: str) -> Operation:
     from runtime.switch.rebuild import Rebuild
     from runtime.switch.rollback import Rollback
 
-    job_cls = Rebuild if op.state == State.SCHEDULED else Rollback
+    job_cls: type[Rebuild] | type[Rollback] = Rebuild if op.state == State.SCHEDULED else Rollback
+    if config.agent == "codex" and op.state == State.SCHEDULED:
+        from runtime.switch.codex import CodexRebuild
+
+        job_cls = CodexRebuild
     try:
         job_cls(config, store, op, door).run()
     finally:

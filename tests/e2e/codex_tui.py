@@ -36,10 +36,12 @@ class CodexTui:
     def shell_command(self, argv: Sequence[str]) -> str:
         return f"cd {shlex.quote(str(self.home.work))} && exec {shlex.join(argv)}"
 
-    def start(self, argv: Sequence[str], timeout: float = 90.0) -> str:
+    def start(self, argv: Sequence[str], timeout: float = 90.0,
+              extra_env: dict[str, str] | None = None) -> str:
         """Start codex in a new session of the server; the thread it holds once ready."""
         self.tmux.new_session(self.session, self.shell_command(argv), str(self.home.work),
-                              env=self.home.env(), width=180, height=45)
+                              env={**self.home.env(), **(extra_env or {})}, width=180,
+                              height=45)
         self.tmux.cmd("set-option", "-t", self.session, "remain-on-exit", "on")
         return self.wait_ready(timeout)
 
