@@ -26,8 +26,9 @@ from runtime import procfs as ident
 from runtime.agents import codex
 from runtime.errors import IdentityConflictError, ThreadlineError
 from runtime.switch import health
-from runtime.switch.job import Abort, counts_only, line_count, log, sha256_file
+from runtime.switch.job import Abort, Job, counts_only, line_count, log, sha256_file
 from runtime.switch.rebuild import Rebuild
+from runtime.switch.rollback import Rollback
 from runtime.switch.state import State
 from runtime.switch.store import now_iso
 
@@ -105,14 +106,34 @@ def judge(door: Any, home: Path, thread: str, options: tuple[tuple[str, ...], ..
         time.sleep(POLL)
 
 
-class CodexRebuild(Rebuild):
-    """The rebuild job of a Codex TUI behind the tmux door."""
+class CodexJob(Job):
+    """What the Codex rebuild and rollback share: CODEX_HOME and the resume rules."""
 
     @property
     def home(self) -> Path:
         if self.config.codex_home is None:
             raise Abort("config", "agent 'codex' needs codex_home")
         return self.config.codex_home
+
+    def _options(self, old_argv: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+        """The options a resume keeps from the old process's argv (none when unreadable)."""
+        try:
+            return codex.parse_argv(codex.resume_argv(old_argv, "x")).options
+        except codex.ResumeArgvError:
+            return ()
+
+    def old_resume_argv(self, session_id: str,
+                        old_argv: Sequence[str]) -> tuple[tuple[str, ...], str]:
+        if old_argv:
+            try:
+                return tuple(codex.resume_argv(old_argv, session_id)), "old_process"
+            except codex.ResumeArgvError as exc:
+                log(f"{self.id}: old argv unusable for the resume ({exc}); using resume_argv")
+        return self.resume_argv(session_id), "configured"
+
+
+class CodexRebuild(CodexJob, Rebuild):
+    """The rebuild job of a Codex TUI behind the tmux door."""
 
     def _config_dir(self) -> Path | None:
         return None  # codex keeps no per-pid session record
@@ -194,13 +215,6 @@ class CodexRebuild(Rebuild):
     def required_flags(self, old_argv: Sequence[str]) -> tuple[str, ...]:
         return ()
 
-    def _options(self, old_argv: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-        """The options a resume keeps from the old process's argv (none when unreadable)."""
-        try:
-            return codex.parse_argv(codex.resume_argv(old_argv, "x")).options
-        except codex.ResumeArgvError:
-            return ()
-
     def _activate(self, want: Any, old_argv: Sequence[str]) -> Any:
         sw = self.config.switch
         return judge(self.door, self.home, want.session_id, self._options(old_argv),
@@ -212,15 +226,6 @@ class CodexRebuild(Rebuild):
         return judge(self.door, self.home, old_id, self._options(old_argv),
                      self.config.workdir, "", sw.activation_stable_seconds,
                      sw.activation_timeout_seconds)
-
-    def old_resume_argv(self, session_id: str,
-                        old_argv: Sequence[str]) -> tuple[tuple[str, ...], str]:
-        if old_argv:
-            try:
-                return tuple(codex.resume_argv(old_argv, session_id)), "old_process"
-            except codex.ResumeArgvError as exc:
-                log(f"{self.id}: old argv unusable for the resume ({exc}); using resume_argv")
-        return self.resume_argv(session_id), "configured"
 
     def _watch(self, want: Any, after: str, judged: dict[str, Any], identity: str,
                old_argv: Sequence[str]) -> None:
@@ -242,3 +247,22 @@ class CodexRebuild(Rebuild):
                       facts={"post_activation_failure": seen.reason,
                              "post_activation_failure_at": now_iso()})
         self._resume_old(identity, old_argv, seen.reason)
+
+
+class CodexRollback(CodexJob, Rollback):
+    """The rollback job of a Codex TUI: CAS also on the thread the pane writes (the new one);
+    the old thread resumed with the old process's own options and judged like a switch."""
+
+    def _check_running(self, identity: str) -> None:
+        pid = self.door.process_pid(identity)
+        threads = ident.codex_writer_locks(self.home, pid) if pid else ()
+        new_id = self.op.fact("new_session_id")
+        if threads != (new_id,):
+            raise Abort("session_conflict", f"{self.door.name} process {pid} writes "
+                        f"{list(threads)!r}, not the activated thread {new_id!r}")
+
+    def _ready(self, old_id: str, current: str, old_argv: Sequence[str]) -> Any:
+        sw = self.config.switch
+        return judge(self.door, self.home, old_id, self._options(old_argv),
+                     self.config.workdir, current, sw.activation_stable_seconds,
+                     sw.activation_timeout_seconds)

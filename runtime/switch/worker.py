@@ -45,10 +45,10 @@ def run(config: Config, operation_id: str) -> Operation:
     from runtime.switch.rollback import Rollback
 
     job_cls: type[Rebuild] | type[Rollback] = Rebuild if op.state == State.SCHEDULED else Rollback
-    if config.agent == "codex" and op.state == State.SCHEDULED:
-        from runtime.switch.codex import CodexRebuild
+    if config.agent == "codex":
+        from runtime.switch.codex import CodexRebuild, CodexRollback
 
-        job_cls = CodexRebuild
+        job_cls = CodexRebuild if op.state == State.SCHEDULED else CodexRollback
     try:
         job_cls(config, store, op, door).run()
     finally:

@@ -110,7 +110,7 @@ def request_and_end_turn(tmp_path: Path, tui: CodexTui, config: Path) -> tuple[s
 RUNNING = ("pending", "scheduled", "running", "verifying", "activating", "rollback_scheduled")
 
 
-def test_a_running_tui_switches_to_its_rebuilt_thread_at_the_turn_end(
+def test_a_running_tui_switches_to_its_rebuilt_thread_and_rolls_back(
         tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
         tmux_server: TmuxServer) -> None:  # noqa: F811
     home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
@@ -120,7 +120,7 @@ def test_a_running_tui_switches_to_its_rebuilt_thread_at_the_turn_end(
     wire_notify(home, config)
     store = Store(tmp_path / "state")
     try:
-        _, op_id = request_and_end_turn(tmp_path, tui, config)
+        old, op_id = request_and_end_turn(tmp_path, tui, config)
         op = store.read(op_id)
         phases = [e["phase"] for e in store.events(op_id)]
         assert op.state.value == "activated", (op.state.value, op.failure, phases)
@@ -145,6 +145,20 @@ def test_a_running_tui_switches_to_its_rebuilt_thread_at_the_turn_end(
         wait_for(lambda: "watch_ended" in [e["phase"] for e in store.events(op_id)],
                  timeout=60, what="the watch to end")
         assert store.read(op_id).state.value == "activated"
+
+        # roll back: at the new thread's next turn end the old thread runs again
+        done = subprocess.run([TL_REBUILD, "rollback", "--operation", op_id, "--confirm",
+                               "ROLLBACK", "--config", str(config), "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        tui.type_prompt("please go back")
+        wait_for(lambda: store.read(op_id).state.value not in RUNNING + ("rollback_pending",),
+                 timeout=120, what="the rollback to end")
+        op = store.read(op_id)
+        assert op.state.value == "rolled_back", (op.state.value, op.failure)
+        pid = tui.pane_pid()
+        tui.pids.add(pid)
+        assert codex_writer_locks(home.root, pid) == (old,)
     finally:
         tui.close()
 
