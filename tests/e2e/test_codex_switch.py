@@ -184,3 +184,40 @@ def test_a_resume_argv_that_loses_an_option_is_refused_and_the_old_thread_resume
         assert "-a" in (procfs.cmdline(procfs.command_pid(pid)) or ())  # its own argv
     finally:
         tui.close()
+
+
+def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
+        tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
+        tmux_server: TmuxServer) -> None:  # noqa: F811
+    home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
+    tui = CodexTui(home, tmux_server)
+    config = write_config(tmp_path, home, tmux_server,
+                          configured_resume(tui.argv(*LAUNCH_OPTIONS)))
+    wire_notify(home, config)
+    store = Store(tmp_path / "state")
+    try:
+        old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
+                        extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
+        wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+        tui.type_prompt("/fork")
+        wait_for(lambda: "Fork created" in tui.capture(), timeout=60, what="the fork")
+        pid = tui.pane_pid()
+        both = wait_for(lambda: (lambda t: t if len(t) == 2 else None)(
+            codex_writer_locks(home.root, pid)), timeout=30, what="two writer locks")
+        (forked,) = set(both) - {old}  # type: ignore[arg-type]
+        done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
+                               "--confirm", "REBUILD", "--session", forked, "--config",
+                               str(config), "--json"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        op_id = json.loads(done.stdout)["operation_id"]
+        tui.type_prompt("and the number 4711")
+        wait_for(lambda: store.read(op_id).state.value not in RUNNING, timeout=120,
+                 what="the operation to end")
+        op = store.read(op_id)
+        assert op.state.value == "failed", (op.state.value, op.failure)
+        assert op.failure["code"] == "session_conflict"  # type: ignore[index]
+        assert "2 threads'" in op.failure["message"]  # type: ignore[index]
+        assert tui.pane_pid() == pid and codex_writer_locks(home.root, pid) == both
+    finally:
+        tui.close()
