@@ -236,8 +236,18 @@ class CodexRebuild(CodexJob, Rebuild):
                      self.config.workdir, "", 0.0, sw.activation_timeout_seconds,
                      window=sw.healthcheck_seconds)
         evidence = {"outcome": "held" if seen.ok else "failed", "reason": seen.reason}
-        if seen.ok:
-            self.note("watch_ended", evidence, facts={"watch_ended_at": now_iso()})
+        try:
+            now = self.door.identity()
+        except IdentityConflictError:
+            now = after  # the pane is dead (remain-on-exit): nothing else runs there
+        if seen.ok or now != after:
+            if now != after:  # a third party's respawn: recorded, never undone
+                evidence = {"outcome": "replaced", "identity": now,
+                            "reason": f"{self.door.name} runs {now} now, not {after}"}
+            try:
+                self.note("watch_ended", evidence, facts={"watch_ended_at": now_iso()})
+            except ThreadlineError:  # superseded (a rollback was requested): its record
+                self.store.event(self.id, "watch_ended", **evidence)
             return
         with self.store.lock():
             if self.store.active() is not None:
