@@ -293,5 +293,6 @@ def _agent_user(data: dict[str, Any]) -> ClaudeSpec:
     that only need the agent's user and owner (directories, chown, sudo) read one field."""
     if data.get("agent") == "codex" and "claude" not in data:
         codex = data["codex"]
-        return ClaudeSpec(user=codex["user"], home=codex["home"], workdir=codex.get("workdir"))
+        return ClaudeSpec(user=codex["user"], home=codex["home"], binary=codex.get("binary"),
+                          workdir=codex.get("workdir"))
     return ClaudeSpec(**data["claude"])

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provision.actions import Action, Task, WriteFile
+from provision.actions import CODEX_ONLY, Action, Task, WriteFile
 from provision.errors import FactError
 from provision.parsers import codex_config as cc
 from provision.tasks.files import NEW, chown_action, find_console_script, owner_of
@@ -52,11 +52,7 @@ class CodexConfig(Task):
     starts ``tl-rebuild mcp``."""
 
     name = "CodexConfig"
-
-    def skip_reason(self, ctx: Context) -> str | None:
-        if ctx.profile.agent != "codex":
-            return f"agent is {ctx.profile.agent}, not codex"
-        return None
+    agents = CODEX_ONLY
 
     def facts(self, host: Host, ctx: Context) -> CodexConfigFacts:
         assert ctx.profile.codex is not None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provision.actions import Action, Task
+from provision.actions import CLAUDE_ONLY, Action, Task
 from provision.errors import FactError, HostError, VerifyError
 from provision.tasks.files import project_dir
 from runtime.agents.claude import channel_flags, channel_tokens
@@ -131,6 +131,7 @@ class Verify(Task):
     """The switch prerequisites hold (read-only; any failed check fails the task)."""
 
     name = "Verify"
+    agents = CLAUDE_ONLY
     details_are_evidence = True
 
     def skip_reason(self, ctx: Context) -> str | None:

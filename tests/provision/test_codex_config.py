@@ -175,7 +175,8 @@ def test_a_claude_profile_skips_the_task() -> None:
         "door": {"kind": "tmux", "tmux": {"target": "a:0.0"}},
         "install": {"config_path": CFG, "state_dir": "/var/lib/tl"}})
     result = run_task(CodexConfig(), FakeHost(), Context(profile=profile))
-    assert result.status is Status.SKIPPED and result.message == "agent is claude, not codex"
+    assert result.status is Status.SKIPPED
+    assert result.message == "agent is claude; CodexConfig is codex's"
 
 
 def test_on_disk_the_mode_is_kept_a_backup_made_and_a_malformed_file_left_alone(
