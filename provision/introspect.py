@@ -89,6 +89,8 @@ def environment_names(launch: Launch, configured_dir: str | None) -> tuple[str, 
     """The variables a resume must carry (names only): every assignment of the launch (inline,
     ``env``, the tmux session's environment, the unit's ``Environment=``/``EnvironmentFile=``)
     and ``CLAUDE_CONFIG_DIR`` whenever the profile or the live claude sets it."""
+    if launch.agent == "codex":
+        return codex.environment_names((name for name, _ in launch.env), True)
     in_use = bool(configured_dir) or CONFIG_DIR_VAR in dict(launch.live_env)
     return claude.environment_names((name for name, _ in launch.env), in_use)
 

@@ -37,8 +37,12 @@ SYSTEMD_DIR = "/etc/systemd/system"
 
 
 def project_dir(profile: Profile, workdir: str) -> str:
-    """Where claude keeps the sessions of ``workdir`` for this profile's claude user."""
+    """Where the agent keeps the sessions of ``workdir``: claude's projects/<encoded workdir>,
+    codex's ``$CODEX_HOME/sessions`` (one tree for every workdir)."""
     from runtime.paths import encode_project_dir
+
+    if profile.codex is not None:
+        return profile.codex.sessions_dir
 
     return f"{profile.claude.claude_dir}/projects/{encode_project_dir(workdir)}"
 

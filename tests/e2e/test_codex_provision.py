@@ -116,3 +116,26 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
     payload = json.loads(json.loads(seen.read_text().splitlines()[0])[-1])
     assert payload["type"] == "agent-turn-complete"
     assert payload["input-messages"] == ["say hi"]
+
+
+def test_drift_is_clean_after_apply_then_names_the_lost_trigger_and_a_changed_launch(
+        tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
+    tui.start(tui.argv())
+    profile = _profile(tmp_path, tui)
+    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    assert main(["drift", str(profile)]) == 0, capsys.readouterr().out
+    assert capsys.readouterr().out.endswith("scratch : no drift since the last apply\n")
+
+    config = tui.home.root / "config.toml"
+    text = config.read_text()
+    ours = next(line for line in text.splitlines(keepends=True) if line.startswith("notify ="))
+    table = text[text.index("[mcp_servers.threadline]"):].split("\n\n", 1)[0] + "\n"
+    config.write_text(text.replace(ours, 'notify = ["python3", "/x.py"]\n').replace(table, ""))
+    tui.close()
+    tui.start(tui.argv("-c", "model_auto_compact_token_limit=900000"))
+    assert main(["drift", str(profile)]) == 1
+    out = capsys.readouterr().out
+    assert "DRIFT resume argv stale: " in out and "model_auto_compact_token_limit" in out
+    assert "DRIFT Codex config.toml: the notify program is not Threadline's" in out
+    assert "DRIFT Codex config.toml: [mcp_servers.threadline] is gone" in out
