@@ -94,8 +94,11 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
         f'\n[mcp_servers.threadline]\ncommand = "{TL_REBUILD}"\n'
         f'args = ["mcp", "--config", "{cfg}"]\n\n')
 
-    assert main(["apply", str(profile)]) == 0
+    assert "ok: [scratch] Verify — 5 checks passed" in out, out
+    assert main(["apply", "-v", str(profile)]) == 0
     again = capsys.readouterr().out
+    assert f"pass: codex mcp list shows threadline — {TL_REBUILD} mcp --config {cfg}" \
+        in again, again
     assert "changed:" not in again.replace("changed=0", ""), again
     assert "ok: [scratch] CodexConfig — notify runs tl-rebuild hook-notify, chained to" in again
 
