@@ -257,6 +257,9 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     problems = profile_errors(data)
     if isinstance(data, dict):
         problems += regex_errors({"rebuild": data.get("rebuild", {})}) + value_errors(data)
+    if not problems and data.get("agent") == "codex" and data["door"]["kind"] != "tmux":
+        problems.append(f"door.kind: {data['door']['kind']!r} does not run codex yet; "
+                        "agent codex needs the tmux door")
     if problems:
         where = f"host profile {source!r}" if source else "host profile"
         raise ProfileError(f"invalid {where}: " + "; ".join(problems))

@@ -68,3 +68,18 @@ def test_the_shipped_codex_inventory_validates() -> None:
     profile = load_profile(path)
     assert profile.agent == "codex" and profile.codex is not None
     assert profile.codex.home.endswith("/.codex")
+
+
+def test_agent_codex_on_another_door_than_tmux_is_refused_in_one_line() -> None:
+    door = {"kind": "systemd", "systemd": {"unit": "codex.service"}}
+    with pytest.raises(ProfileError, match=r"door.kind: 'systemd' does not run codex yet"):
+        profile_from_mapping(_with(door=door))
+
+
+def test_accept_refuses_a_codex_host_instead_of_checking_claude() -> None:
+    from provision.accept import run_accept
+    from provision.errors import AcceptError
+    from tests.fakes import FakeHost
+
+    with pytest.raises(AcceptError, match=r"agent 'codex' is not covered yet"):
+        run_accept(profile_from_mapping(CODEX), FakeHost())
