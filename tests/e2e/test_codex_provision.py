@@ -76,6 +76,13 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
     before = config.read_text()  # after the start: the TUI itself adds [tui] to the file
     profile = _profile(tmp_path, tui)
 
+    assert main(["apply", "--check", "--diff", str(profile)]) == 0, capsys.readouterr().out
+    checked = capsys.readouterr().out
+    assert config.read_text() == before and not (tmp_path / "threadline.toml").exists()
+    assert "changed: [scratch] CodexConfig — would update" in checked, checked
+    assert "+[mcp_servers.threadline]" in checked and "-notify = [\"python3\"" in checked
+    assert "ok: [scratch] Verify" in checked  # nothing merged yet: said, not failed
+
     assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "changed: [scratch] CodexConfig — update" in out, out
