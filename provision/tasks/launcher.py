@@ -45,12 +45,12 @@ class HostFacts(Task):
         if kind is DoorKind.TMUX and ctx.profile.door.tmux_unit:
             needed.append(list(DoorKind.SYSTEMD.tool_probe))
         found = []
-        user = ctx.profile.claude.user
+        user, section = ctx.profile.claude.user, ctx.profile.agent  # codex: its user and home
         if not host.run(["id", "-u", user], timeout=10).ok:
-            raise FactError(f"claude.user {user!r} does not exist on {ctx.profile.host!r}")
+            raise FactError(f"{section}.user {user!r} does not exist on {ctx.profile.host!r}")
         home = host.stat(ctx.profile.claude.home)
         if home is None or not home.is_dir:
-            raise FactError(f"claude.home {ctx.profile.claude.home!r} is not a directory")
+            raise FactError(f"{section}.home {ctx.profile.claude.home!r} is not a directory")
         for argv in needed:
             try:
                 result = host.run(argv, timeout=10)

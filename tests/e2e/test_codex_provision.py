@@ -86,6 +86,8 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
     assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "changed: [scratch] CodexConfig — update" in out, out
+    assert f"ok: [scratch] LaunchCommand — tmux pane {tui.target} start command (live pid " \
+        f"{tui.pane_pid()} agrees): {' '.join(launch)}" in out, out
     runtime = tomllib.loads((tmp_path / "threadline.toml").read_text())
     assert (runtime["agent"], runtime["codex_home"]) == ("codex", str(tui.home.root))
     assert runtime["switch"]["resume_argv"] == [
@@ -106,6 +108,7 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
     again = capsys.readouterr().out
     assert f"pass: codex mcp list shows threadline — {TL_REBUILD} mcp --config {cfg}" \
         in again, again
+    assert "codex identified by the @openai/codex package layout" in again
     assert "changed:" not in again.replace("changed=0", ""), again
     assert "ok: [scratch] CodexConfig — notify runs tl-rebuild hook-notify, chained to" in again
 
@@ -149,3 +152,17 @@ def test_drift_is_clean_after_apply_then_names_the_lost_trigger_and_a_changed_la
     assert "DRIFT resume argv stale: " in out and "model_auto_compact_token_limit" in out
     assert "DRIFT Codex config.toml: the notify program is not Threadline's" in out
     assert "DRIFT Codex config.toml: [mcp_servers.threadline] is gone" in out
+
+
+def test_introspect_refuses_a_profile_whose_codex_home_is_not_the_one_codex_runs_with(
+        tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
+    tui.start(tui.argv())
+    profile = _profile(tmp_path, tui)
+    data = json.loads(profile.read_text())
+    data["codex"]["home"] = str(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").mkdir()
+    profile.write_text(json.dumps(data))
+    assert main(["introspect", str(profile)]) == 2
+    out = capsys.readouterr().out
+    assert f"codex runs with CODEX_HOME={tui.home.root} but the profile says codex.home: " \
+        f"{tmp_path / 'elsewhere'}" in out, out
