@@ -30,6 +30,8 @@ Optional hooks of a task:
 - ``details(facts, ctx) -> list[str]``: extra lines printed under the status line.
 - ``reverify = False`` (class attribute) for tasks whose action is a one-shot command
   (a restart) rather than a state to converge to.
+- ``agents = CLAUDE_ONLY`` (or ``CODEX_ONLY``) for a task of one agent CLI: the engine skips it
+  on a host of the other agent ("agent is codex; StopHook is claude's").
 - ``halt_on_failure = True`` for tasks everything after depends on (the launch command, the
   runtime config): when one fails, the rest of the run is ``skipped`` with the reason.
 
@@ -158,6 +160,10 @@ class RunCommand(Action):
         return f"run: {' '.join(self.argv)}\n"
 
 
+CLAUDE_ONLY = frozenset({"claude"})
+CODEX_ONLY = frozenset({"codex"})
+
+
 class Task:
     """Base of every provision task: a named resource with read-only facts and a pure plan."""
 
@@ -167,6 +173,8 @@ class Task:
     # True: details() is evidence (what was read, the argv token table), printed only with -v
     # or when the task failed; False: they are warnings the operator must always see
     details_are_evidence: ClassVar[bool] = False
+    # the agents (profile ``agent``) this task serves; the engine skips it for the others
+    agents: ClassVar[frozenset[str]] = frozenset({"claude", "codex"})
 
     def skip_reason(self, ctx: Context) -> str | None:
         """A reason to skip this task for this profile, or None to run it."""

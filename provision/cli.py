@@ -18,6 +18,7 @@ PROG = "tl-provision"
 
 def apply_tasks(restart_claude: bool = False) -> list:
     """The ordered task list of ``apply``."""
+    from provision.tasks.codex_config import CodexConfig
     from provision.tasks.files import Directories, LaunchDropIn, RunnerWrapper, RuntimeConfig
     from provision.tasks.launcher import HostFacts, LaunchCommand, RestartClaude, ResumeCommand
     from provision.tasks.manifest import Manifest
@@ -27,7 +28,8 @@ def apply_tasks(restart_claude: bool = False) -> list:
     from provision.tasks.verify import Verify
 
     return [HostFacts(), LaunchCommand(), ResumeCommand(), Directories(), RuntimeConfig(),
-            LaunchDropIn(), DoorPrivileges(), RunnerWrapper(), StopHook(), McpServer(), Verify(),
+            LaunchDropIn(), DoorPrivileges(), RunnerWrapper(), StopHook(), McpServer(),
+            CodexConfig(), Verify(),
             McpTools(), StopHookPersists(), Manifest(), RestartClaude(restart_claude)]
 
 

@@ -27,7 +27,7 @@ from provision.errors import (
     SettingsError,
 )
 from provision.host import Host
-from provision.introspect import Launch, introspect, tmux_base
+from provision.introspect import Launch, introspect, same_launch, tmux_base
 from provision.profile import Profile
 from provision.result import Context
 from provision.resume import resume_argv
@@ -38,7 +38,6 @@ from provision.tasks.manifest import (
     tmux_wiring,
     unit_topology,
 )
-from runtime.agents.claude import same_launch
 from runtime.doors.kind import DoorKind
 
 DIFF_LINES = 60  # an edited managed file's diff is cut here, with a "… N more lines" tail
@@ -86,11 +85,13 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
         findings.extend(_launch_findings(host, recorded, launch))
         findings.extend(_unit_findings(recorded, launch))
         findings.extend(_environment_findings(profile, recorded, launch))
-        if launch.live is not None and not same_launch(launch.argv, launch.live.argv):
+        if launch.live is not None and not same_launch(launch.agent, launch.argv,
+                                                       launch.live.argv):
             findings.append(Finding("live argv differs from configured (restart pending)",
                                     _join(launch.argv), _join(launch.live.argv)))
     findings.extend(_tmux_findings(host, profile, recorded))
     findings.extend(_task_findings(host, ctx, recorded))
+    findings.extend(_codex_findings(host, ctx))
     findings.extend(_file_findings(host, recorded, ctx))
     findings.extend(_ownership_findings(host, ctx))
     store = host.stat(recorded.session_store)
@@ -104,7 +105,7 @@ def _launch_findings(host: Host, recorded: Recorded, launch: Launch) -> list[Fin
 
     found = []
     try:
-        resume = resume_argv(launch.argv)
+        resume = resume_argv(launch.argv, agent=launch.agent)
     except ProvisionError as exc:
         resume = None
         found.append(Finding("resume argv stale", _join(recorded.resume_argv), str(exc)))
@@ -122,11 +123,12 @@ def _launch_findings(host: Host, recorded: Recorded, launch: Launch) -> list[Fin
         found.append(Finding("unit needs daemon-reload", "NeedDaemonReload=no",
                              "NeedDaemonReload=yes"))
     if launch.argv[0] != recorded.binary:
-        found.append(Finding("claude binary changed", recorded.binary, launch.argv[0]))
+        found.append(Finding(f"{launch.agent} binary changed", recorded.binary, launch.argv[0]))
     else:
         version = claude_version(host, launch.argv[0])
         if version != recorded.binary_version:
-            found.append(Finding("claude version changed", recorded.binary_version, version))
+            found.append(Finding(f"{launch.agent} version changed", recorded.binary_version,
+                                 version))
     return found
 
 
@@ -254,6 +256,28 @@ def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding
         except McpRegistrationError as exc:
             found.append(Finding("MCP server shadowed", recorded.mcp, str(exc)))
     return found
+
+
+def _codex_findings(host: Host, ctx: Context) -> list[Finding]:
+    """Codex host: our notify chain and ``[mcp_servers.NAME]`` still in config.toml (the rest of
+    that file is the user's and Codex's own — the TUI writes ``[tui]`` and hook trust there)."""
+    from provision.parsers import codex_config as cc
+    from provision.tasks.codex_config import wanted_of
+
+    codex = ctx.profile.codex
+    if codex is None:
+        return []
+    wanted = wanted_of(host, ctx)
+    raw = host.read_bytes(codex.config_path)
+    if raw is None:
+        return [Finding("Codex config.toml missing (no notify trigger, no MCP server)",
+                        codex.config_path, "absent")]
+    try:
+        data = cc.load(raw.decode("utf-8", "replace"), codex.config_path)
+    except ProvisionError as exc:
+        return [Finding("Codex config.toml invalid", codex.config_path, str(exc))]
+    return [Finding(f"Codex config.toml: {problem}", "as installed", "changed")
+            for problem in cc.findings(data, wanted)]
 
 
 def _file_findings(host: Host, recorded: Recorded, ctx: Context) -> list[Finding]:

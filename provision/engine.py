@@ -21,7 +21,10 @@ Callback = Callable[[TaskResult], None]
 
 def run_task(task: Task, host: Host, ctx: Context) -> TaskResult:
     """One task through the whole cycle; never raises for a ProvisionError."""
-    reason = task.skip_reason(ctx)
+    agent = ctx.profile.agent
+    reason = None if agent in task.agents else \
+        f"agent is {agent}; {task.name} is {'/'.join(sorted(task.agents))}'s"
+    reason = reason or task.skip_reason(ctx)
     if reason is not None:
         return TaskResult(task.name, Status.SKIPPED, reason)
     try:

@@ -18,7 +18,7 @@ from provision.errors import HostError, IntrospectError
 from provision.host import Host
 from provision.parsers import facts as F
 from provision.profile import Profile
-from runtime.agents import claude, decode_cmdline
+from runtime.agents import claude, codex, decode_cmdline
 from runtime.doors.kind import DoorKind
 from runtime.doors.tmux import tmux_argv
 
@@ -52,6 +52,7 @@ class Launch:
     in_tmux: bool = False  # systemd door: the unit runs claude in tmux (its terminal)
     live_env: tuple[tuple[str, str], ...] = ()  # the live claude's values of environment_names
     tmux: tuple[str, ...] = ()  # tmux door: the argv prefix that reaches the claude user's server
+    agent: str = "claude"  # the profile's agent: whose command-line rules read ``argv``
 
     def environment(self, names: tuple[str, ...]) -> dict[str, str]:
         """``name → value`` the launch runs with: its own assignments, else the live process's
@@ -62,7 +63,10 @@ class Launch:
 
     @property
     def channel_flags(self) -> tuple[str, ...]:
-        """The channel options of the live (else configured) argv, as written there, in order."""
+        """The channel options of the live (else configured) argv, as written there, in order
+        (codex has none on its command line)."""
+        if self.agent == "codex":
+            return ()
         return claude.channel_tokens(self.live.argv if self.live else self.argv)
 
     def to_dict(self) -> dict[str, object]:
@@ -85,6 +89,8 @@ def environment_names(launch: Launch, configured_dir: str | None) -> tuple[str, 
     """The variables a resume must carry (names only): every assignment of the launch (inline,
     ``env``, the tmux session's environment, the unit's ``Environment=``/``EnvironmentFile=``)
     and ``CLAUDE_CONFIG_DIR`` whenever the profile or the live claude sets it."""
+    if launch.agent == "codex":
+        return codex.environment_names((name for name, _ in launch.env), True)
     in_use = bool(configured_dir) or CONFIG_DIR_VAR in dict(launch.live_env)
     return claude.environment_names((name for name, _ in launch.env), in_use)
 
@@ -100,21 +106,24 @@ def introspect(host: Host, profile: Profile) -> Launch:
             return _runner(host, profile)
 
 
-def find_claude(host: Host, root_pid: int, binary: str | None = None) -> LiveProcess | None:
-    """The first claude process at or under ``root_pid`` (breadth first, bounded)."""
+def find_claude(host: Host, root_pid: int, binary: str | None = None,
+                agent: str = "claude") -> LiveProcess | None:
+    """The first ``agent`` process at or under ``root_pid`` (breadth first, bounded); for codex
+    that is the npm wrapper (``node …/.bin/codex``), whose argv the native child repeats."""
     queue, seen = [root_pid], 0
     while queue and seen < 200:
         pid = queue.pop(0)
         seen += 1
         argv = F.strip_interpreter(decode_cmdline(host.read_bytes(f"/proc/{pid}/cmdline") or b""))
-        if argv and _is_claude(argv[0], binary):
+        if argv and _is_agent(argv[0], binary, agent):
             return LiveProcess(pid, argv, host.readlink(f"/proc/{pid}/cwd"))
         queue.extend(host.proc_children(pid))
     return None
 
 
-def _is_claude(program: str, binary: str | None) -> bool:
-    return os.path.basename(program) == "claude" or (binary is not None and program == binary)
+def _is_agent(program: str, binary: str | None, agent: str) -> bool:
+    names = codex.PROGRAMS if agent == "codex" else {"claude"}
+    return os.path.basename(program) in names or (binary is not None and program == binary)
 
 
 _SAME_USER: dict[tuple[int, str], int | None] = {}
@@ -180,7 +189,7 @@ def _tmux(host: Host, profile: Profile) -> Launch:
     configured = F.ShellCommand(configured.argv, tuple({**session_env,
                                                         **dict(configured.env)}.items()),
                                 configured.cwd)
-    live = find_claude(host, pane.pid, profile.claude.binary)
+    live = find_claude(host, pane.pid, profile.claude.binary, profile.agent)
     workdir = configured.cwd or (live.cwd if live else None) or pane.start_path or None
     launch = _settle(host, profile, source, configured, live, workdir, evidence)
     return Launch(**{**launch.__dict__, "tmux": tuple(tmux_base(host, profile))})
@@ -366,6 +375,24 @@ _CLAUDE_LAYOUT = re.compile(
     r"|.*/claude/versions/[0-9][0-9A-Za-z.+-]*")
 
 
+# The pinned npm package: .bin/codex → @openai/codex/bin/codex.js, which spawns the native
+# binary of its platform package (@openai/codex-linux-x64/vendor/<triple>/bin/codex).
+_CODEX_LAYOUT = re.compile(
+    r".*/node_modules/@openai/codex/bin/codex\.js"
+    r"|.*/node_modules/@openai/codex-[a-z0-9-]+/vendor/[^/]+/(?:bin/)?codex(?:/codex)?")
+
+
+def codex_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
+    """How the executable at ``real`` is known to be codex, or None."""
+    if binary_real is not None and real == binary_real:
+        return "the profile's codex.binary"
+    if _CODEX_LAYOUT.fullmatch(real):
+        return "the @openai/codex package layout"
+    if live_exe is not None and real == live_exe:
+        return "the live codex process's executable"
+    return None
+
+
 def claude_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
     """How the executable at ``real`` (symlinks resolved) is known to be claude, or None."""
     if binary_real is not None and real == binary_real:
@@ -384,6 +411,14 @@ def identify_claude(host: Host, profile: Profile, program: str,
     real = host.realpath(program)
     binary = host.realpath(profile.claude.binary) if profile.claude.binary else None
     exe = host.readlink(f"/proc/{live.pid}/exe") if live is not None else None
+    if profile.agent == "codex":
+        how = codex_identity(real, binary, host.realpath(exe) if exe else None)
+        if how is None:
+            raise IntrospectError(
+                f"launch command {program!r} (resolves to {real!r}) is not codex: it is not "
+                "codex.binary, not in an @openai/codex install and not the live codex's "
+                "executable; nothing was run — set codex.binary if it is a wrapper")
+        return f"codex identified by {how}: {real}"
     how = claude_identity(real, binary, host.realpath(exe) if exe else None)
     if how is None:
         raise IntrospectError(
@@ -400,7 +435,7 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
     chosen = argv
     if live is not None:
         evidence.append(f"live pid {live.pid} argv={shlex.join(live.argv)} cwd={live.cwd}")
-        if not claude.same_launch(argv, live.argv):
+        if not same_launch(profile.agent, argv, live.argv):
             if profile.prefer is None:
                 raise IntrospectError(
                     f"configured and live claude argv differ ({source}): configured "
@@ -418,7 +453,37 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
     live_env = _live_environment(host, profile, configured, live, evidence)
     redacted = tuple(redact(line, (*configured.env, *live_env)) for line in evidence)
     return Launch(profile.door.kind, source, tuple(chosen), workdir, configured.env, live,
-                  redacted, live_env=live_env)
+                  redacted, live_env=live_env, agent=profile.agent)
+
+
+def same_launch(agent: str, a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Configured and live argv name the same launch: for codex, the same program (by name)
+    and the same options (a ``resume ID`` a switch added is a session choice, not a change)."""
+    if agent != "codex":
+        return claude.same_launch(a, b)
+    if not a or not b or os.path.basename(a[0]) != os.path.basename(b[0]):
+        return False
+    try:
+        left, right = codex.parse_argv(a), codex.parse_argv(b)
+    except codex.ResumeArgvError:
+        return tuple(a[1:]) == tuple(b[1:])
+    return [o for o in left.options if o[0] != codex.LAST] == \
+        [o for o in right.options if o[0] != codex.LAST]
+
+
+def _codex_home(profile: Profile, configured: F.ShellCommand, live_env: dict[str, str],
+                current: dict[str, str] | None) -> None:
+    """The codex runs with the profile's CODEX_HOME (its threads, locks and config.toml are
+    there); another one is an IntrospectError naming both."""
+    assert profile.codex is not None
+    own = dict(configured.env)
+    in_use = own.get(codex.HOME_VAR) or live_env.get(codex.HOME_VAR)
+    if in_use is None and current is not None and current.get("HOME"):
+        in_use = f"{current['HOME'].rstrip('/')}/.codex"  # codex's default
+    if in_use is not None and os.path.normpath(in_use) != os.path.normpath(profile.codex.home):
+        raise IntrospectError(
+            f"codex runs with CODEX_HOME={in_use} but the profile says codex.home: "
+            f"{profile.codex.home}; set codex.home to the directory codex really uses")
 
 
 def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
@@ -437,13 +502,17 @@ def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
         current = parse_environ(data) if data is not None else None
         if current is None:
             evidence.append(f"live pid {live.pid} environment unreadable")
-    names = claude.environment_names(own, True)
+    agent = codex if profile.agent == "codex" else claude
+    names = agent.environment_names(own, True)
     live_env = {k: v for k, v in (current or {}).items() if k in names}
     for name in sorted(set(own) & set(live_env)):
         if own[name] != live_env[name]:
             evidence.append(f"live pid {live.pid if live else '?'} {name} differs from the "
                             f"launch ({value_digest(live_env[name])} vs "
                             f"{value_digest(own[name])})")
+    if profile.agent == "codex":
+        _codex_home(profile, configured, live_env, current)
+        return tuple(sorted(live_env.items()))
     known = CONFIG_DIR_VAR in own or current is not None
     in_use = own.get(CONFIG_DIR_VAR, live_env.get(CONFIG_DIR_VAR)) or None
     wanted = profile.claude.config_dir or None

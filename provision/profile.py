@@ -48,6 +48,31 @@ class ClaudeSpec:
 
 
 @dataclass(frozen=True)
+class CodexSpec:
+    """A Codex host: the user codex runs as and its ``CODEX_HOME`` (config.toml, sessions/,
+    thread-writer-locks/); ``binary``/``workdir`` only when introspection cannot tell."""
+
+    user: str
+    home: str
+    binary: str | None = None
+    workdir: str | None = None
+
+    @property
+    def config_path(self) -> str:
+        """``$CODEX_HOME/config.toml``: the notify program and the MCP server go there."""
+        return f"{self.home.rstrip('/')}/config.toml"
+
+    @property
+    def sessions_dir(self) -> str:
+        return f"{self.home.rstrip('/')}/sessions"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The variable the codex CLI must run with for this profile."""
+        return {"CODEX_HOME": self.home}
+
+
+@dataclass(frozen=True)
 class DoorSpec:
     kind: DoorKind
     tmux_target: str | None = None
@@ -90,6 +115,8 @@ class Profile:
     rebuild: MappingProxyType[str, Any] = field(
         default_factory=lambda: MappingProxyType({}))
     source: str | None = None
+    agent: str = "claude"
+    codex: CodexSpec | None = None  # set exactly when agent is "codex"
 
 
 def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -230,6 +257,9 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     problems = profile_errors(data)
     if isinstance(data, dict):
         problems += regex_errors({"rebuild": data.get("rebuild", {})}) + value_errors(data)
+    if not problems and data.get("agent") == "codex" and data["door"]["kind"] != "tmux":
+        problems.append(f"door.kind: {data['door']['kind']!r} does not run codex yet; "
+                        "agent codex needs the tmux door")
     if problems:
         where = f"host profile {source!r}" if source else "host profile"
         raise ProfileError(f"invalid {where}: " + "; ".join(problems))
@@ -240,7 +270,7 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
         host=data["host"],
         connection=data.get("connection", "local"),
         prefer=data.get("prefer"),
-        claude=ClaudeSpec(**data["claude"]),
+        claude=_agent_user(data),
         door=DoorSpec(
             kind=DoorKind(door["kind"]), tmux_target=tmux.get("target"),
             tmux_socket_name=tmux.get("socket_name") or None, tmux_unit=tmux.get("unit"),
@@ -256,4 +286,16 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
         channels_expected=tuple(expected) if expected is not None else None,
         rebuild=MappingProxyType(dict(data.get("rebuild", {}))),
         source=source,
+        agent=data.get("agent", "claude"),
+        codex=CodexSpec(**data["codex"]) if data.get("agent") == "codex" else None,
     )
+
+
+def _agent_user(data: dict[str, Any]) -> ClaudeSpec:
+    """The ``claude:`` section; on a Codex host (no ``claude:``) the codex user, so the tasks
+    that only need the agent's user and owner (directories, chown, sudo) read one field."""
+    if data.get("agent") == "codex" and "claude" not in data:
+        codex = data["codex"]
+        return ClaudeSpec(user=codex["user"], home=codex["home"], binary=codex.get("binary"),
+                          workdir=codex.get("workdir"))
+    return ClaudeSpec(**data["claude"])

@@ -10,21 +10,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from provision.errors import ResumeError
-from runtime.agents import claude
+from runtime.agents import claude, codex
 
 SESSION_TOKEN = claude.SESSION_TOKEN
 _PLACEHOLDER = "tlprovisionsessionplaceholder0"
 
 
-def resume_argv(launch_argv: Sequence[str], session_id: str = SESSION_TOKEN) -> tuple[str, ...]:
+def resume_argv(launch_argv: Sequence[str], session_id: str = SESSION_TOKEN,
+                agent: str = "claude") -> tuple[str, ...]:
     """The resume argv for ``launch_argv`` (``{session_id}`` placeholder by default).
 
     The rule runs with a placeholder id (``{session_id}`` is no valid session id) that is then
-    replaced by ``session_id``.
+    replaced by ``session_id``. For codex it is ``runtime.agents.codex.resume_argv``:
+    ``<codex> resume {session_id}`` + every option, so a TUI started without an id resumes too.
     """
+    rule = codex.resume_argv if agent == "codex" else claude.resume_argv
     try:
-        argv = claude.resume_argv(list(launch_argv), _PLACEHOLDER)
-    except claude.ResumeArgvError as exc:
+        argv = rule(list(launch_argv), _PLACEHOLDER)
+    except (claude.ResumeArgvError, codex.ResumeArgvError) as exc:
         raise ResumeError(f"cannot compute the resume argv: {exc}") from exc
     return tuple(session_id if token == _PLACEHOLDER else token for token in argv)
 

@@ -1,15 +1,17 @@
-"""Facts about running processes, read from /proc: liveness, argv, cwd, children, and the
-session record a live claude keeps.
+"""Facts about running processes, read from /proc: liveness, argv, cwd, children, the
+session record a live claude keeps and the thread-writer locks a live codex holds.
 
-Pure parsers (``parse_stat``, ``parse_environ``) are separate from the readers so they can be
-tested on captured text; what an agent's argv or session record *means* is the agent's
-module's (``runtime/agents/``).
+Pure parsers (``parse_stat``, ``parse_environ``, ``parse_locks``) are separate from the
+readers so they can be tested on captured text; what an agent's argv or session record
+*means* is the agent's module's (``runtime/agents/``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from runtime.agents import claude, decode_cmdline
 
@@ -159,3 +161,78 @@ def claude_session_status(config_dir: Path, session_id: str) -> str | None:
         if data is not None and data.get("sessionId") == session_id:
             return str(data.get("status", ""))
     return None
+
+
+# ---------------------------------------------------------------- codex: thread-writer locks
+
+class FileLock(NamedTuple):
+    """One held lock of ``/proc/locks``: ``FLOCK``/``POSIX``/``OFDLCK``, ``READ``/``WRITE``,
+    the pid that took it and the file as ``(major, minor, inode)``."""
+
+    kind: str
+    mode: str
+    pid: int
+    file: tuple[int, int, int]
+
+
+def parse_locks(text: str) -> list[FileLock]:
+    """The held locks in ``/proc/locks`` text; waiters (``->``) and odd lines are left out.
+
+    A line reads ``1: FLOCK  ADVISORY  WRITE 29563 fe:00:2157037 0 EOF``: major and minor
+    in hex, the inode in decimal.
+    """
+    found: list[FileLock] = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == "->":
+            continue
+        kind, mode, pid, where = fields[1], fields[3], fields[4], fields[5]
+        major, _, rest = where.partition(":")
+        minor, _, inode = rest.partition(":")
+        try:
+            found.append(FileLock(kind, mode, int(pid),
+                                  (int(major, 16), int(minor, 16), int(inode))))
+        except ValueError:
+            continue
+    return found
+
+
+def writer_locked_threads(locks: Iterable[FileLock], pids: Iterable[int],
+                          lock_files: Mapping[str, tuple[int, int, int]]) -> tuple[str, ...]:
+    """The threads (sorted) whose lock file (``thread id → (major, minor, inode)``) one of
+    ``pids`` holds an exclusive ``flock`` on — how codex marks the thread it writes."""
+    wanted = set(pids)
+    held = {lock.file for lock in locks
+            if lock.kind == "FLOCK" and lock.mode == "WRITE" and lock.pid in wanted}
+    return tuple(sorted(thread for thread, file in lock_files.items() if file in held))
+
+
+def codex_lock_files(codex_home: Path) -> dict[str, tuple[int, int, int]]:
+    """``thread id → (major, minor, inode)`` of ``<codex_home>/thread-writer-locks/*.lock``."""
+    files: dict[str, tuple[int, int, int]] = {}
+    try:
+        entries = list((codex_home / "thread-writer-locks").iterdir())
+    except OSError:
+        return files
+    for entry in entries:
+        if entry.suffix != ".lock" or entry.name.startswith("."):
+            continue  # .coordination.lock is codex's own, no thread's
+        try:
+            st = entry.stat()
+        except OSError:
+            continue  # released and removed while we looked
+        files[entry.stem] = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    return files
+
+
+def codex_writer_locks(codex_home: Path, pid: int) -> tuple[str, ...]:
+    """The threads of ``codex_home`` whose writer lock ``pid`` or a process below it holds
+    (the npm ``codex`` is a node wrapper; its native child takes the lock)."""
+    files = codex_lock_files(codex_home)
+    if not files:
+        return ()
+    try:
+        text = (PROC / "locks").read_text()
+    except OSError:
+        return ()
+    return writer_locked_threads(parse_locks(text), [pid, *descendants(pid)], files)

@@ -43,6 +43,9 @@ def run_accept(profile: Profile, host: Host, *, drill: bool = False, live: bool 
                           "nothing was done")
     if wait_minutes <= 0:
         raise AcceptError(f"--wait-minutes must be > 0, got {wait_minutes:g}")
+    if profile.agent != "claude":
+        raise AcceptError(f"accept checks a claude host; agent {profile.agent!r} is not "
+                          "covered yet (run 'tl-provision apply' (its Verify) and 'drift')")
     out = Checklist(profile.host)
     scene = load_scene(profile, host, out)
     readonly_stage(scene, out)

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from provision.actions import Action, EnsureDir, RunCommand, Task, WriteFile
+from provision.actions import CLAUDE_ONLY, Action, EnsureDir, RunCommand, Task, WriteFile
 from provision.errors import FactError
 from provision.host import FileStat
 from provision.introspect import OWN_DROP_IN as DROP_IN_NAME
@@ -37,8 +37,12 @@ SYSTEMD_DIR = "/etc/systemd/system"
 
 
 def project_dir(profile: Profile, workdir: str) -> str:
-    """Where claude keeps the sessions of ``workdir`` for this profile's claude user."""
+    """Where the agent keeps the sessions of ``workdir``: claude's projects/<encoded workdir>,
+    codex's ``$CODEX_HOME/sessions`` (one tree for every workdir)."""
     from runtime.paths import encode_project_dir
+
+    if profile.codex is not None:
+        return profile.codex.sessions_dir
 
     return f"{profile.claude.claude_dir}/projects/{encode_project_dir(workdir)}"
 
@@ -313,7 +317,8 @@ def config_context(ctx: Context) -> dict[str, Any]:
     expected = profile.channels_expected or tuple(
         value for value in values if value.startswith(("server:", "plugin:")))
     door = profile.door
-    return {
+    agent = codex_context(ctx) if profile.agent == "codex" else {"agent": "claude"}
+    return {**{
         "managed_mark": MANAGED_MARK, "profile_source": profile.source or "(profile)",
         "host": profile.host, "launch_source": launch.source,
         "project_dir": project_dir(profile, launch.workdir), "workdir": launch.workdir,
@@ -330,13 +335,27 @@ def config_context(ctx: Context) -> dict[str, Any]:
         "systemd_sudo_user": profile.claude.user if door.kind is DoorKind.SYSTEMD and (
             owners := owner_of(ctx)) is not None and owners.claude[0] != 0 else "",
         "pointer_path": pointer_path(profile) if door.kind is DoorKind.POINTER else "",
-    }
+    }, **agent}
+
+
+def codex_context(ctx: Context) -> dict[str, Any]:
+    """What a Codex host renders differently: its CODEX_HOME, the sessions under it, no
+    channels, and the environment codex's rule carries (always CODEX_HOME)."""
+    from runtime.agents import codex
+
+    assert ctx.profile.codex is not None and ctx.launch is not None
+    return {"agent": "codex", "codex_home": ctx.profile.codex.home,
+            "project_dir": ctx.profile.codex.sessions_dir, "channel_flags": [],
+            "expected_channel_servers": [],
+            "environment": list(codex.environment_names(
+                (name for name, _ in ctx.launch.env), True))}
 
 
 class LaunchDropIn(RenderedFile):
     """systemd door: a drop-in that resets ExecStart= and starts claude through tl-launch."""
 
     name = "LaunchDropIn"
+    agents = CLAUDE_ONLY
 
     def skip_reason(self, ctx: Context) -> str | None:
         if ctx.profile.door.kind is not DoorKind.SYSTEMD:
@@ -370,6 +389,7 @@ class RunnerWrapper(RenderedFile):
     """pointer door: the wrapper a runner loop calls instead of claude."""
 
     name = "RunnerWrapper"
+    agents = CLAUDE_ONLY
     mode = 0o755
 
     def skip_reason(self, ctx: Context) -> str | None:

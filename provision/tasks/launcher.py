@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provision.actions import Action, Task
+from provision.actions import CLAUDE_ONLY, Action, Task
 from provision.errors import FactError, HostError, IntrospectError
 from provision.introspect import Launch, introspect
 from provision.restart import RestartReady, live_session
@@ -45,12 +45,12 @@ class HostFacts(Task):
         if kind is DoorKind.TMUX and ctx.profile.door.tmux_unit:
             needed.append(list(DoorKind.SYSTEMD.tool_probe))
         found = []
-        user = ctx.profile.claude.user
+        user, section = ctx.profile.claude.user, ctx.profile.agent  # codex: its user and home
         if not host.run(["id", "-u", user], timeout=10).ok:
-            raise FactError(f"claude.user {user!r} does not exist on {ctx.profile.host!r}")
+            raise FactError(f"{section}.user {user!r} does not exist on {ctx.profile.host!r}")
         home = host.stat(ctx.profile.claude.home)
         if home is None or not home.is_dir:
-            raise FactError(f"claude.home {ctx.profile.claude.home!r} is not a directory")
+            raise FactError(f"{section}.home {ctx.profile.claude.home!r} is not a directory")
         for argv in needed:
             try:
                 result = host.run(argv, timeout=10)
@@ -102,7 +102,7 @@ class LaunchCommand(Task):
         launch = facts.launch
         live = f"live pid {launch.live.pid} agrees" if launch.live else "no live process seen"
         return (f"{launch.source} ({live}): {shlex.join(launch.argv)} "
-                f"[cwd {launch.workdir}, claude {facts.binary_version}]")
+                f"[cwd {launch.workdir}, {ctx.profile.agent} {facts.binary_version}]")
 
     def details(self, facts: LaunchFacts, ctx: Context) -> list[str]:
         channels = shlex.join(facts.launch.channel_flags) or "none"
@@ -138,7 +138,7 @@ class ResumeCommand(Task):
 
     def facts(self, host: Host, ctx: Context) -> ResumeFacts:
         assert ctx.launch is not None
-        resume = resume_argv(ctx.launch.argv)
+        resume = resume_argv(ctx.launch.argv, agent=ctx.profile.agent)
         ctx.resume_argv = resume
         return ResumeFacts(ctx.launch.argv, resume)
 
@@ -169,6 +169,7 @@ class RestartClaude(Task):
     """
 
     name = "RestartClaude"
+    agents = CLAUDE_ONLY
     reverify = False
 
     def __init__(self, requested: bool = False) -> None:

@@ -169,6 +169,12 @@ def build_manifest(ctx: Context, tmux: TmuxWiring | None = None) -> dict[str, An
         "session_store": project_dir(ctx.profile, launch.workdir),
         "environment": launch_environment(launch, ctx.profile),
     }
+    codex = ctx.facts_of("CodexConfig")
+    if codex is not None:  # what config.toml must keep: drift re-reads it against this
+        manifest["codex"] = {"config": codex.path, "notify": codex.wanted.notify_head,
+                             "mcp": {"name": codex.wanted.mcp_name,
+                                     "command": codex.wanted.tl_rebuild,
+                                     "args": codex.wanted.mcp_args}}
     if wiring:  # absent for the pointer door, and in manifests written before it existed
         manifest["wiring"] = wiring
     return manifest

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from provision.actions import Action, RunCommand, Task
+from provision.actions import CLAUDE_ONLY, Action, RunCommand, Task
 from provision.errors import FactError, McpRegistrationError
 from provision.tasks.settings import find_tl_rebuild, previous_config
 from runtime.channels.registry import SCOPE_ORDER, scope_tables
@@ -202,6 +202,7 @@ class McpServer(Task):
     """Our MCP server registered in the profile's scope with exactly our spec."""
 
     name = "McpServer"
+    agents = CLAUDE_ONLY
     details_are_evidence = True
 
     def facts(self, host: Host, ctx: Context) -> McpFacts:
@@ -333,6 +334,7 @@ class McpTools(Task):
     """Verification: the registered server lists exactly our 7 tools over the real protocol."""
 
     name = "McpTools"
+    agents = CLAUDE_ONLY
 
     def __init__(self, lister: ToolLister = list_mcp_tools) -> None:
         self.lister = lister

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provision.actions import Action, RunCommand, Task, WriteFile
+from provision.actions import CLAUDE_ONLY, Action, RunCommand, Task, WriteFile
 from provision.errors import FactError
 from provision.render import MANAGED_MARK
 from provision.tasks.files import find_console_script, owner_of
@@ -106,6 +106,7 @@ class DoorPrivileges(Task):
     the worker's scope (skipped for root, and for the other doors)."""
 
     name = "DoorPrivileges"
+    agents = CLAUDE_ONLY
 
     def skip_reason(self, ctx: Context) -> str | None:
         if ctx.profile.door.kind is not DoorKind.SYSTEMD:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from provision.actions import Action, RunCommand, Task, WriteFile
+from provision.actions import CLAUDE_ONLY, Action, RunCommand, Task, WriteFile
 from provision.errors import FactError, SettingsError
 from provision.parsers.settings import (
     dump_settings,
@@ -111,6 +111,7 @@ class StopHook(Task):
     """
 
     name = "StopHook"
+    agents = CLAUDE_ONLY
 
     def __init__(self, present: bool | None = None) -> None:
         self.present = present
@@ -211,6 +212,7 @@ class StopHookPersists(Task):
     """
 
     name = "StopHookPersists"
+    agents = CLAUDE_ONLY
 
     def __init__(self, pause: float = 2.0, sleep: Callable[[float], None] = time.sleep) -> None:
         self.pause = pause

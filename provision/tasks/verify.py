@@ -7,6 +7,10 @@
 - every ``server:NAME`` development channel is a registered MCP server (read from the stored
   MCP config; ``claude mcp get`` would start the server);
 - the Stop hook's and the MCP server's program (tl-rebuild) starts as the claude user.
+
+On a Codex host instead of the channel checks: the notify program and the MCP server in
+``$CODEX_HOME/config.toml`` start as the codex user, and the real ``codex mcp list --json``
+(with that CODEX_HOME; it reads the config, starts no server) lists the MCP server as merged.
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
     found = host.stat(store)
     checks.append(Check("session store exists (project_dir = encoded workdir)",
                         bool(found and found.is_dir), store))
+    if ctx.profile.agent == "codex":
+        return (*checks, *codex_checks(host, ctx, resume[0]))
     live = launch.live.argv if launch.live else launch.argv
     missing = missing_channel_flags(live, resume)
     checks.append(Check("every live channel flag in the resume argv", not missing,
@@ -87,6 +93,34 @@ def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
         checks.append(mcp_registered(host, ctx, name, launch.workdir))
     checks.extend(runnable_by_claude(host, ctx, program) for program in our_programs(ctx))
     return tuple(checks)
+
+
+def codex_checks(host: Host, ctx: Context, codex_program: str) -> list[Check]:
+    """Our programs in config.toml run as the codex user; codex itself lists our server."""
+    import json
+
+    from provision.tasks.codex_config import merged
+
+    facts = ctx.facts_of("CodexConfig")
+    if facts is None:
+        return [Check("config.toml read", False, "CodexConfig did not run")]
+    wanted = facts.wanted
+    checks = [runnable_by_claude(host, ctx, wanted.tl_rebuild)]
+    label = f"codex mcp list shows {wanted.mcp_name}"
+    if merged(facts) != facts.current:  # check mode: nothing merged yet, nothing to ask
+        return [*checks, Check(label, True, f"{facts.path} not merged yet (check mode)")]
+    assert ctx.profile.codex is not None
+    try:
+        result = host.run([codex_program, "mcp", "list", "--json"],
+                          env=ctx.profile.codex.env, timeout=60)
+        servers = {s.get("name"): s for s in json.loads(result.stdout or "[]")}
+    except (HostError, ValueError, AttributeError) as exc:
+        return [*checks, Check(label, False, f"codex mcp list --json: {exc}")]
+    transport = (servers.get(wanted.mcp_name) or {}).get("transport") or {}
+    argv = [transport.get("command"), *(transport.get("args") or [])]
+    want = [wanted.tl_rebuild, *wanted.mcp_args]
+    return [*checks, Check(label, argv == want, " ".join(map(str, argv)) if argv[0] else
+                           f"not listed (servers: {', '.join(map(str, servers)) or 'none'})")]
 
 
 def our_programs(ctx: Context) -> list[str]:

@@ -2,10 +2,10 @@
 
 Beside *which door* (``runtime/doors/``) stands *which agent CLI*: every rule about an
 agent's argv — its channel flags, turning a launch into a resume, the environment a relaunch
-carries, where it records which session a process runs — lives in that agent's module here
-and nowhere else. ``claude`` is the only one today; a ``codex`` module implements the same
-``AgentCli`` protocol when Codex sessions are switched too (``runtime/agents/detect.py`` already
-tells which agent wrote a session file; ``cli_for`` maps that name to its rules).
+carries, which session a running process holds — lives in that agent's module here and
+nowhere else: ``claude`` and ``codex`` implement the same ``AgentCli`` protocol
+(``runtime/agents/detect.py`` tells which agent wrote a session file; ``cli_for`` maps that
+name to its rules).
 
 Every function here is pure: bytes, argv lists and mappings in, values out; reading /proc or
 a file is the caller's (``runtime/procfs.py``, ``provision/host.py``).
@@ -14,8 +14,17 @@ a file is the caller's (``runtime/procfs.py``, ``provision/host.py``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class RunningFacts:
+    """What the caller read about a live agent process, for ``AgentCli.running_session``."""
+
+    started: int | None = None           # kernel start time of the pid (None: gone)
+    session_record: bytes | None = None  # claude: ``<config_dir>/sessions/<pid>.json``
+    writer_locks: tuple[str, ...] = ()   # codex: threads whose writer lock the process holds
 
 
 class AgentCli(Protocol):
@@ -34,12 +43,8 @@ class AgentCli(Protocol):
                           config_dir_in_use: bool) -> tuple[str, ...]:
         """The variables a relaunch carries."""
 
-    def session_record_path(self, config_dir: Path, pid: int) -> Path:
-        """Where process ``pid`` records which session it runs."""
-
-    def parse_session_record(self, data: bytes | str,
-                             started: int | None) -> dict[str, Any] | None:
-        """The record, unless it belongs to an earlier process with the same pid."""
+    def running_session(self, pid: int, facts: RunningFacts) -> str | None:
+        """The session live process ``pid`` runs, from the facts read about it, or None."""
 
 
 def decode_cmdline(data: bytes) -> tuple[str, ...]:
@@ -64,11 +69,15 @@ def carried_environment(names: Iterable[str], environ: Mapping[str, str]) -> dic
 
 
 def cli_for(agent: str) -> AgentCli:
-    """The command-line rules of ``agent`` (only ``claude`` switches today)."""
-    from runtime.agents import claude
+    """The command-line rules of ``agent`` (``claude`` or ``codex``)."""
+    if agent == "claude":
+        from runtime.agents import claude
 
-    if agent != claude.NAME:
-        from runtime.errors import ConfigError
+        return claude
+    if agent == "codex":
+        from runtime.agents import codex
 
-        raise ConfigError(f"agent {agent!r} has no command-line rules; only 'claude' switches")
-    return claude
+        return codex
+    from runtime.errors import ConfigError
+
+    raise ConfigError(f"agent {agent!r} has no command-line rules; one of 'claude', 'codex'")

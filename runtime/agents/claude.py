@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from runtime.agents import RunningFacts
 from runtime.errors import ConfigError
 
 NAME = "claude"
@@ -222,3 +223,13 @@ def parse_session_record(data: bytes | str, started: int | None) -> dict[str, An
     if str(record.get("procStart", started)) != str(started):
         return None
     return record
+
+
+def running_session(pid: int, facts: RunningFacts) -> str | None:
+    """The ``sessionId`` of the record claude ``pid`` wrote (``facts.session_record``, read
+    from ``session_record_path``), unless an earlier process with the same pid left it."""
+    if facts.session_record is None:
+        return None
+    record = parse_session_record(facts.session_record, facts.started)
+    session = record.get("sessionId") if record else None
+    return session if isinstance(session, str) and session else None

@@ -1,7 +1,8 @@
 """The ``tl-rebuild`` command line: one parser, lazy handlers, one error boundary.
 
-``hook-stop`` bypasses argparse and every heavy import: Claude Code runs it after every turn,
-so it must stay close to the start-up time of a bare interpreter (see runtime.cli.hook).
+``hook-stop`` and Codex's ``hook-notify`` bypass argparse and every heavy import: the agent
+runs them after every turn, so they must stay close to the start-up time of a bare
+interpreter (see runtime.cli.hook, runtime.cli.notify).
 """
 
 from __future__ import annotations
@@ -116,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
                        ["tl-rebuild hook-stop < hook.json   "
                         "# what Claude Code runs after every turn (settings.json hooks.Stop)"])
     hook.set_defaults(func=None)
+    notify = add_command(sub, "hook-notify", "Codex's turn-end trigger (its notify program; "
+                         "the JSON payload is the last argument)",
+                         ["tl-rebuild hook-notify --config C.toml -- my-notify.sh PAYLOAD   "
+                          "# config.toml: notify = [tl-rebuild, hook-notify, --config, C.toml, "
+                          "--, my-notify.sh]"])
+    notify.set_defaults(func=None)
     mcp = add_command(sub, "mcp", "run the stdio MCP server (7 thread_rebuild_* tools)",
                       ["tl-rebuild mcp --config /etc/threadline/config.toml   "
                        "# as registered by tl-provision (claude mcp add)"])
@@ -144,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from runtime.cli import hook
 
         return hook.main(args_list[1:])
+    if args_list[:1] == ["hook-notify"]:
+        from runtime.cli import notify
+
+        return notify.main(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(args_list)
     try:

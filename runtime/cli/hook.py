@@ -150,7 +150,7 @@ def _handle(config_path: str, raw: bytes, wait: bool) -> None:
     on_stop(config, _payload(raw), wait=wait)
 
 
-def _report(argv: Sequence[str], exc: BaseException) -> None:
+def _report(argv: Sequence[str], exc: BaseException, name: str = "hook-stop") -> None:
     """Write the error to the worker log when one is known, else to stderr (exit stays 0)."""
     line = f"{type(exc).__name__}: {exc}"
     try:
@@ -161,8 +161,8 @@ def _report(argv: Sequence[str], exc: BaseException) -> None:
         if log is not None and log.parent.is_dir():
             from runtime import proc
 
-            proc.logger("hook-stop", proc.AppendToLog(log)).error("%s", line)
+            proc.logger(name, proc.AppendToLog(log)).error("%s", line)
             return
     except BaseException:  # noqa: BLE001, S110 - fall back to stderr below
         pass
-    print(f"hook-stop: {line}", file=sys.stderr)
+    print(f"{name}: {line}", file=sys.stderr)

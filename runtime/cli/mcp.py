@@ -31,6 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from runtime.agents import RunningFacts, codex
 from runtime.cli.mcp_results import (
     CancelResult,
     DirtyResult,
@@ -44,7 +45,7 @@ from runtime.cli.mcp_results import (
 from runtime.config import Config, config_path_from, load_config
 from runtime.errors import ThreadlineError
 from runtime.paths import claude_config_dir
-from runtime.procfs import claude_session_record, parse_stat
+from runtime.procfs import claude_session_record, cmdline, codex_writer_locks, environ, parse_stat
 from runtime.switch.ops import MAX_REASON_CHARS
 
 SERVER_NAME = "threadline"
@@ -69,7 +70,8 @@ OperationId = Annotated[str, Field(description="Operation id, as returned by a r
 
 
 def claude_session_id(start_pid: int | None = None, config_dir: Path | None = None) -> str | None:
-    """The sessionId of the nearest ancestor process that is a running claude, or None.
+    """The sessionId of the nearest ancestor process that is a running claude — or, when
+    that ancestor is a codex, the one thread it holds the writer lock for — or None.
 
     A record left by an earlier process with a recycled pid names another session: it is
     skipped like junk (``claude_session_record`` checks the start time)."""
@@ -78,6 +80,13 @@ def claude_session_id(start_pid: int | None = None, config_dir: Path | None = No
     seen: set[int] = set()
     while pid > 1 and pid not in seen:
         seen.add(pid)
+        argv = cmdline(pid) or ()
+        if any(os.path.basename(arg) in codex.PROGRAMS for arg in argv[:2]):
+            # a codex: the thread it holds the writer lock for in its own CODEX_HOME
+            env = environ(pid) or {}
+            home = env.get(codex.HOME_VAR) or os.path.join(env.get("HOME", "/"), ".codex")
+            return codex.running_session(pid, RunningFacts(
+                writer_locks=codex_writer_locks(Path(home), pid)))
         record = claude_session_record(folder, pid)
         if record is not None and isinstance(record.get("sessionId"), str):
             return str(record["sessionId"]) or None

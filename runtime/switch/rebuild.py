@@ -87,9 +87,7 @@ class Rebuild(Job):
                   facts={"switched_at": now_iso()})
         fault("switched")
         want = self.expectation(new_id, identity, self.required_flags(old_argv))
-        sw = self.config.switch
-        report = activation.activate(self.door, want, self._config_dir(),
-                                     sw.activation_stable_seconds, sw.activation_timeout_seconds)
+        report = self._activate(want, old_argv)
         self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
         if not report.ok:
             self._resume_old(identity, old_argv, report.reason)
@@ -99,6 +97,19 @@ class Rebuild(Job):
                   facts={"identity_after": after, "activated_at": now_iso(), "backup": str(backup),
                          "source_size": size})
         self._watch(want, after, report.evidence, identity, old_argv)
+
+    def _activate(self, want: Any, old_argv: Sequence[str]) -> Any:
+        """The positive evidence that the switched process runs the new session."""
+        sw = self.config.switch
+        return activation.activate(self.door, want, self._config_dir(),
+                                   sw.activation_stable_seconds, sw.activation_timeout_seconds)
+
+    def _ready_old(self, old_id: str, old_argv: Sequence[str]) -> Any:
+        """The evidence that the resumed old session runs again."""
+        sw = self.config.switch
+        return restart.ready(self.door, self.expectation(
+            old_id, "", claude.channel_flags(old_argv)), self._config_dir(),
+            sw.activation_stable_seconds, sw.activation_timeout_seconds)
 
     def _watch(self, want: Any, after: str, judged: dict[str, Any], identity: str,
                old_argv: Sequence[str]) -> None:
@@ -352,10 +363,7 @@ class Rebuild(Job):
             self.note("resumed_old", {"session_id": old_id, "argv": list(argv),
                                       "argv_source": argv_source})
             fault("resumed")
-            sw = self.config.switch
-            check = restart.ready(self.door, self.expectation(
-                old_id, "", claude.channel_flags(old_argv)), self._config_dir(),
-                sw.activation_stable_seconds, sw.activation_timeout_seconds)
+            check = self._ready_old(old_id, old_argv)
             self.note("resumed_health", {"ok": check.ok, "reason": check.reason,
                                          **check.evidence})
             if check.evidence.get("gone"):  # however soon it died: a failed resume, no rollback

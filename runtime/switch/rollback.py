@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import traceback
+from collections.abc import Sequence
+from typing import Any
 
 from runtime.agents import claude
 from runtime.errors import IdentityConflictError
@@ -44,6 +46,11 @@ class Rollback(Job):
                                 f"{self.door.name} identity is {current!r}, "
                                 f"recorded after activation {recorded!r}")
             return
+        try:
+            self._check_running(current)
+        except Abort as abort:
+            self._finish_failed(abort.code, abort.message)
+            return
         old_id = str(self.op.fact("old_session_id"))
         old_argv = self.op.fact("old_argv", [])
         argv, argv_source = self.old_resume_argv(old_id, old_argv)
@@ -58,12 +65,7 @@ class Rollback(Job):
         self.note("switched", {"session_id": old_id, "argv": list(argv),
                                "argv_source": argv_source})
         fault("rollback_switched")
-        flags = claude.channel_flags(old_argv)
-        project = self.config.project_dir
-        sw = self.config.switch
-        report = restart.ready(self.door, self.expectation(old_id, current, flags),
-                               project.parent.parent if project is not None else None,
-                               sw.activation_stable_seconds, sw.activation_timeout_seconds)
+        report = self._ready(old_id, current, old_argv)
         self.note("health", {"ok": report.ok, "reason": report.reason, **report.evidence})
         if not report.ok:
             self._finish_failed("rollback_unhealthy", report.reason)
@@ -71,6 +73,19 @@ class Rollback(Job):
         self.move(State.ROLLED_BACK, "rolled_back", {"identity": report.evidence.get("identity")},
                   facts={"identity_after_rollback": report.evidence.get("identity"),
                          "rolled_back_at": now_iso(), "resumed_argv_source": argv_source})
+
+    def _check_running(self, identity: str) -> None:
+        """Abort when the process behind ``identity`` runs another session (claude: the
+        identity is the whole check)."""
+
+    def _ready(self, old_id: str, current: str, old_argv: Sequence[str]) -> Any:
+        """The evidence that the resumed old session runs."""
+        flags = claude.channel_flags(old_argv)
+        project = self.config.project_dir
+        sw = self.config.switch
+        return restart.ready(self.door, self.expectation(old_id, current, flags),
+                             project.parent.parent if project is not None else None,
+                             sw.activation_stable_seconds, sw.activation_timeout_seconds)
 
     def _finish_failed(self, code: str, message: str) -> None:
         log(f"{self.id}: rollback failed: {code}: {message}")

@@ -84,6 +84,30 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
     return op.operation_id
 
 
+def on_turn_end(config: Config, thread_id: str, *, wait: bool = False) -> str | None:
+    """Handle the end of a Codex turn of ``thread_id`` (its ``notify``) like a Stop: the
+    rollout of that thread is the transcript; a thread with none (the TUI's ephemeral
+    title-generation thread) or another than the bound one is ignored."""
+    rollout = codex_rollout(config.project_dir, thread_id) if config.project_dir else None
+    return on_stop(config, {"session_id": thread_id,
+                            "transcript_path": str(rollout) if rollout else ""}, wait=wait)
+
+
+def codex_rollout(sessions: Path, thread_id: str) -> Path | None:
+    """``sessions/**/rollout-…-<thread_id>.jsonl`` (Codex finds a thread by that name end)."""
+    if not thread_id or "/" in thread_id or "*" in thread_id:
+        return None
+    found = sorted(sessions.rglob(f"rollout-*-{thread_id}.jsonl"))
+    return found[0] if found else None
+
+
+def session_of(config: Config, transcript: Path) -> str:
+    """The session a transcript holds: its stem (claude) or the thread id its name ends in."""
+    if config.agent == "codex":
+        return transcript.stem[-36:]
+    return transcript.stem
+
+
 def _settled(config: Config, store: Store, session_id: str) -> Operation | None:
     """The active operation once a lost worker is reconciled and an expired request ended."""
     op = store.active()
@@ -103,8 +127,9 @@ def _other_companion(config: Config) -> str:
     door comes from another companion: its Stop must never schedule this one's operation.
     Run by hand, by a runner, or where the door's process is unknown, nothing is refused.
     """
-    if not config.switch.door.runs_process or config.project_dir is None:
-        return ""
+    if (not config.switch.door.runs_process or config.project_dir is None
+            or config.agent != "claude"):
+        return ""  # codex runs its notify detached: no ancestor to tell companions apart
     claude_dir = config.project_dir.parent.parent
     chain = _ancestors(os.getpid())
     claudes = [pid for pid in chain if ident.claude_session_record(claude_dir, pid)]
@@ -171,7 +196,7 @@ def _adopt_pointer(config: Config, op: Operation, payload: dict[str, Any],
     problem, transcript = _transcript(config, payload, session_id)
     if problem or transcript is None:
         return False
-    if op.bound_session_id and transcript.stem != op.bound_session_id:
+    if op.bound_session_id and session_of(config, transcript) != op.bound_session_id:
         return False  # a Stop from another session: the runner's call ignores it
     write_pointer(door.path, transcript.stem)
     return True
@@ -198,8 +223,9 @@ def _schedule_rebuild(config: Config, store: Store, op: Operation, payload: dict
     return store.transition(
         op.operation_id, State.SCHEDULED, phase="scheduled", expect_revision=op.revision,
         evidence={"session_id": session_id, "transcript": str(transcript)},
-        bound_session_id=op.bound_session_id or transcript.stem,
-        facts={"transcript_path": str(transcript), "old_session_id": transcript.stem,
+        bound_session_id=op.bound_session_id or session_of(config, transcript),
+        facts={"transcript_path": str(transcript),
+               "old_session_id": session_of(config, transcript),
                "stop_session_id": session_id or None},
     )
 
@@ -218,10 +244,12 @@ def _transcript(config: Config, payload: dict[str, Any],
         project = config.project_dir.resolve(strict=True)
     except (OSError, RuntimeError):  # RuntimeError: a symlink loop on Python < 3.13
         return f"transcript {str(path)!r} or project_dir does not exist", None
-    if resolved.parent != project or resolved.suffix != ".jsonl":
+    codex = config.agent == "codex"  # rollouts live in dated folders below sessions/
+    inside = resolved.is_relative_to(project) if codex else resolved.parent == project
+    if not inside or resolved.suffix != ".jsonl":
         return (f"transcript {str(path)!r} is not a session file of project_dir "
                 f"{str(config.project_dir)!r}"), None
-    if session_id and resolved.stem != session_id:
+    if session_id and session_of(config, resolved) != session_id:
         return f"transcript {str(path)!r} is not the file of session {session_id!r}", None
     return "", resolved
 

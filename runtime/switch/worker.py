@@ -44,7 +44,11 @@ def run(config: Config, operation_id: str) -> Operation:
     from runtime.switch.rebuild import Rebuild
     from runtime.switch.rollback import Rollback
 
-    job_cls = Rebuild if op.state == State.SCHEDULED else Rollback
+    job_cls: type[Rebuild] | type[Rollback] = Rebuild if op.state == State.SCHEDULED else Rollback
+    if config.agent == "codex":
+        from runtime.switch.codex import CodexRebuild, CodexRollback
+
+        job_cls = CodexRebuild if op.state == State.SCHEDULED else CodexRollback
     try:
         job_cls(config, store, op, door).run()
     finally:

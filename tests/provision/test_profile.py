@@ -25,14 +25,14 @@ def _with(**changes) -> dict:
 
 
 def test_three_inventories_ship_one_per_door() -> None:
-    assert [p.name for p in INVENTORIES] == ["pointer-runner.yml", "systemd-vps.yml",
-                                             "tmux-vps.yml"]
+    assert [p.name for p in INVENTORIES] == ["codex-host.yml", "pointer-runner.yml",
+                                             "systemd-vps.yml", "tmux-vps.yml"]
 
 
 @pytest.mark.parametrize("path", INVENTORIES, ids=lambda p: p.name)
 def test_every_shipped_inventory_validates(path: Path) -> None:
     profile = load_profile(path)
-    assert profile.door.kind in path.name or path.name.startswith("pointer")
+    assert profile.door.kind in path.name or path.name.startswith(("pointer", "codex"))
 
 
 def test_defaults_fill_mcp_hook_and_connection() -> None:

@@ -35,5 +35,5 @@ def test_carried_variables_are_those_the_process_has() -> None:
 
 def test_claude_has_rules_and_another_agent_is_refused_by_name() -> None:
     assert cli_for("claude") is claude
-    with pytest.raises(ConfigError, match="'codex'"):
-        cli_for("codex")
+    with pytest.raises(ConfigError, match="'gemini'"):
+        cli_for("gemini")

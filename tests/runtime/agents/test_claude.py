@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runtime.agents import claude
+from runtime.agents import RunningFacts, claude
 from runtime.agents.claude import (
     ResumeArgvError,
     channel_flags,
@@ -169,3 +169,10 @@ def test_a_record_without_a_start_time_is_taken_at_its_word() -> None:
 
 def test_the_record_lives_under_the_config_dir(tmp_path) -> None:
     assert claude.session_record_path(tmp_path, 42) == tmp_path / "sessions" / "42.json"
+
+
+def test_the_running_session_is_the_records_session_of_this_very_process() -> None:
+    assert claude.running_session(4242, RunningFacts(9001, record(procStart="9001"))) == SID
+    assert claude.running_session(4242, RunningFacts(9002, record(procStart="9001"))) is None
+    assert claude.running_session(4242, RunningFacts(9001, None)) is None
+    assert claude.running_session(4242, RunningFacts(9001, record(sessionId=7))) is None

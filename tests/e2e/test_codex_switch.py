@@ -1,0 +1,223 @@
+"""Switch a running Codex TUI to its rebuilt thread (issue 17), with the real Codex 0.169.0.
+
+A TUI in a private tmux talks to the loopback fake Responses API; Codex's ``notify`` is
+``tl-rebuild hook-notify``. ``tl-rebuild request`` binds a rebuild to the TUI's thread; the
+next turn end starts the worker, which rebuilds the rollout, respawns the pane with
+``codex resume <new id>`` and every original option, and calls it activated once the new
+process holds the new thread's writer lock. The oracle is what the model is sent: the new
+thread's first request carries every utterance and no reasoning or tool item.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime import procfs
+from runtime.agents import codex
+from runtime.procfs import codex_writer_locks
+from runtime.switch.store import Store
+from tests.e2e.codex_cli import CodexHome, codex_bin  # noqa: F401 - pytest fixture
+from tests.e2e.codex_fake_api import CodexFakeApi, reply_text
+from tests.e2e.codex_tui import CodexTui
+from tests.fixtures.switch_world import TL_REBUILD, toml_value
+from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
+
+PLACEHOLDER = "tlplaceholdersession0"
+NOT_SPEECH = ("reasoning", "function_call", "function_call_output", "custom_tool_call",
+              "local_shell_call", "web_search_call")
+
+
+@pytest.fixture
+def api() -> Iterator[CodexFakeApi]:
+    with CodexFakeApi() as fake:
+        yield fake
+    assert fake.errors == []
+
+
+def write_config(root: Path, home: CodexHome, tmux: TmuxServer, resume: list[str]) -> Path:
+    path = root / "threadline.toml"
+    path.write_text("\n".join([
+        'agent = "codex"',
+        f"codex_home = {toml_value(str(home.root))}",
+        f"project_dir = {toml_value(str(home.root / 'sessions'))}",
+        f"workdir = {toml_value(str(home.work))}",
+        f"state_dir = {toml_value(str(root / 'state'))}",
+        "[switch]",
+        'door = "tmux"',
+        f"resume_argv = {toml_value(resume)}",
+        'environment = ["CODEX_HOME", "HOME", "FAKE_API_KEY"]',
+        "stable_seconds = 0.3",
+        "healthcheck_seconds = 1.0",
+        "activation_stable_seconds = 0.5",
+        "activation_timeout_seconds = 60",
+        "[switch.tmux]",
+        'target = "codex:0.0"',
+        f"socket_name = {toml_value(tmux.socket_name)}",
+    ]) + "\n")
+    return path
+
+
+def configured_resume(launch: list[str]) -> list[str]:
+    """The resume argv with its ``{session_id}`` placeholder, as the installer writes it."""
+    return [t if t != PLACEHOLDER else "{session_id}"
+            for t in codex.resume_argv(launch, PLACEHOLDER)]
+
+
+def wire_notify(home: CodexHome, config: Path) -> None:
+    """Codex's notify = tl-rebuild hook-notify (the contract the installer writes)."""
+    line = "notify = " + json.dumps([TL_REBUILD, "hook-notify", "--config", str(config)])
+    toml = home.root / "config.toml"
+    toml.write_text(line + "\n" + toml.read_text())
+
+
+def input_texts(body: dict[str, object]) -> list[tuple[str, str]]:
+    found = []
+    for item in body.get("input") or []:  # type: ignore[union-attr]
+        if isinstance(item, dict) and item.get("type") == "message":
+            for part in item.get("content") or []:
+                found.append((str(item.get("role")), str(part.get("text", ""))))
+    return found
+
+
+LAUNCH_OPTIONS = ("-c", "model_auto_compact_token_limit=900000", "-s", "danger-full-access",
+                  "-a", "never")
+
+
+def request_and_end_turn(tmp_path: Path, tui: CodexTui, config: Path) -> tuple[str, str]:
+    """Start the TUI with a prompt, request a rebuild of its thread, end one more turn;
+    (old thread, operation id) once the operation has left its running states."""
+    old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
+                    extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
+    wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
+                           "--confirm", "REBUILD", "--session", old, "--config", str(config),
+                           "--json"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    op_id = json.loads(done.stdout)["operation_id"]
+    tui.type_prompt("and the number 4711")
+    store = Store(tmp_path / "state")
+    wait_for(lambda: store.read(op_id).state.value not in RUNNING, timeout=120,
+             what="the switch to end")
+    return old, op_id
+
+
+RUNNING = ("pending", "scheduled", "running", "verifying", "activating", "rollback_scheduled")
+
+
+def test_a_running_tui_switches_to_its_rebuilt_thread_and_rolls_back(
+        tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
+        tmux_server: TmuxServer) -> None:  # noqa: F811
+    home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
+    tui = CodexTui(home, tmux_server)
+    config = write_config(tmp_path, home, tmux_server,
+                          configured_resume(tui.argv(*LAUNCH_OPTIONS)))
+    wire_notify(home, config)
+    store = Store(tmp_path / "state")
+    try:
+        old, op_id = request_and_end_turn(tmp_path, tui, config)
+        op = store.read(op_id)
+        phases = [e["phase"] for e in store.events(op_id)]
+        assert op.state.value == "activated", (op.state.value, op.failure, phases)
+        new = str(op.fact("new_session_id"))
+        pid = tui.pane_pid()
+        tui.pids.add(pid)
+        assert codex_writer_locks(home.root, pid) == (new,)  # the pane writes the new thread
+
+        before = len(api.requests)
+        wait_for(lambda: "Ask Codex to do anything" in tui.capture(), timeout=60,
+                 what="the resumed TUI's composer")
+        tui.type_prompt("what did I tell you?")
+        first = wait_for(lambda: next((r for r in api.requests[before:]
+                                       if r.headers.get("session-id") == new), None),
+                         timeout=60, what="the new thread's first request")
+        said = input_texts(first.body)  # type: ignore[attr-defined]
+        for text in ("please remember the blue door", "and the number 4711",
+                     reply_text(0), "what did I tell you?"):
+            assert any(text in t for _, t in said), (text, said)
+        kinds = {item.get("type") for item in first.body["input"]}  # type: ignore[attr-defined]
+        assert not kinds & set(NOT_SPEECH)
+        wait_for(lambda: "watch_ended" in [e["phase"] for e in store.events(op_id)],
+                 timeout=60, what="the watch to end")
+        assert store.read(op_id).state.value == "activated"
+
+        # roll back: at the new thread's next turn end the old thread runs again
+        done = subprocess.run([TL_REBUILD, "rollback", "--operation", op_id, "--confirm",
+                               "ROLLBACK", "--config", str(config), "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        tui.type_prompt("please go back")
+        wait_for(lambda: store.read(op_id).state.value not in RUNNING + ("rollback_pending",),
+                 timeout=120, what="the rollback to end")
+        op = store.read(op_id)
+        assert op.state.value == "rolled_back", (op.state.value, op.failure)
+        pid = tui.pane_pid()
+        tui.pids.add(pid)
+        assert codex_writer_locks(home.root, pid) == (old,)
+    finally:
+        tui.close()
+
+
+def test_a_resume_argv_that_loses_an_option_is_refused_and_the_old_thread_resumed(
+        tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
+        tmux_server: TmuxServer) -> None:  # noqa: F811
+    home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
+    tui = CodexTui(home, tmux_server)
+    lossy = configured_resume(tui.argv(*LAUNCH_OPTIONS[:-2]))  # without "-a never"
+    config = write_config(tmp_path, home, tmux_server, lossy)
+    wire_notify(home, config)
+    store = Store(tmp_path / "state")
+    try:
+        old, op_id = request_and_end_turn(tmp_path, tui, config)
+        op = store.read(op_id)
+        assert op.state.value == "rolled_back", (op.state.value, op.failure)
+        assert "'-a never'" in str(op.failure)
+        pid = tui.pane_pid()
+        tui.pids.add(pid)
+        wait_for(lambda: codex_writer_locks(home.root, pid) == (old,), timeout=30,
+                 what="the pane to write the old thread again")
+        assert "-a" in (procfs.cmdline(procfs.command_pid(pid)) or ())  # its own argv
+    finally:
+        tui.close()
+
+
+def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
+        tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
+        tmux_server: TmuxServer) -> None:  # noqa: F811
+    home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
+    tui = CodexTui(home, tmux_server)
+    config = write_config(tmp_path, home, tmux_server,
+                          configured_resume(tui.argv(*LAUNCH_OPTIONS)))
+    wire_notify(home, config)
+    store = Store(tmp_path / "state")
+    try:
+        old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
+                        extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
+        wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+        tui.type_prompt("/fork")
+        wait_for(lambda: "Fork created" in tui.capture(), timeout=60, what="the fork")
+        pid = tui.pane_pid()
+        both = wait_for(lambda: (lambda t: t if len(t) == 2 else None)(
+            codex_writer_locks(home.root, pid)), timeout=30, what="two writer locks")
+        (forked,) = set(both) - {old}  # type: ignore[arg-type]
+        done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
+                               "--confirm", "REBUILD", "--session", forked, "--config",
+                               str(config), "--json"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        op_id = json.loads(done.stdout)["operation_id"]
+        tui.type_prompt("and the number 4711")
+        wait_for(lambda: store.read(op_id).state.value not in RUNNING, timeout=120,
+                 what="the operation to end")
+        op = store.read(op_id)
+        assert op.state.value == "failed", (op.state.value, op.failure)
+        assert op.failure["code"] == "session_conflict"  # type: ignore[index]
+        assert "2 threads'" in op.failure["message"]  # type: ignore[index]
+        assert tui.pane_pid() == pid and codex_writer_locks(home.root, pid) == both
+    finally:
+        tui.close()
