@@ -201,7 +201,10 @@ def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
         old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
                         extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
         wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
-        tui.type_prompt("/fork")
+        tui.tmux.cmd("send-keys", "-t", tui.target, "-l", "/fork")
+        wait_for(lambda: "fork the current chat" in tui.capture(), timeout=30,
+                 what="the /fork entry of the command popup")
+        tui.tmux.cmd("send-keys", "-t", tui.target, "Enter")
         wait_for(lambda: "Fork created" in tui.capture(), timeout=60, what="the fork")
         pid = tui.pane_pid()
         both = wait_for(lambda: (lambda t: t if len(t) == 2 else None)(
