@@ -26,7 +26,7 @@ from typing import Any
 
 from runtime import proc
 from runtime import procfs as ident
-from runtime.agents import claude
+from runtime.agents import claude, codex
 from runtime.config import Config
 from runtime.doors.base import open_door
 from runtime.errors import IdentityConflictError, ThreadlineError
@@ -168,13 +168,19 @@ def _judge_new(config: Config, store: Store, op: Operation, evidence: dict[str, 
     from runtime.switch import health
     from runtime.switch.rebuild import Rebuild
 
-    job = Rebuild(config, store, op, open_door(config))
+    job_cls = Rebuild
+    if config.agent == "codex":
+        from runtime.switch.codex import CodexRebuild
+
+        job_cls = CodexRebuild
+    job = job_cls(config, store, op, open_door(config))
     old_argv = list(op.fact("old_argv", []) or [])
     before = str(op.fact("identity_before", ""))
     with _worker_log(config):
         want = job.expectation(str(op.fact("new_session_id")), before,
                                job.required_flags(old_argv))
-        report = health.check(job.door, want)
+        report = (job._activate(want, old_argv) if config.agent == "codex"
+                  else health.check(job.door, want))
         job.note("recovered_health", {"ok": report.ok, "reason": report.reason,
                                       **report.evidence})
         if report.ok:
@@ -225,6 +231,13 @@ def _running_session(config: Config, op: Operation) -> tuple[str | None, str | N
     if door.name.identity_is_session:
         return identity, identity
     pid = door.process_pid(identity)
+    if config.agent == "codex" and config.codex_home is not None:
+        # the thread whose writer lock it holds; while it starts and holds none yet, the
+        # thread its argv resumes (the health check then waits for the lock)
+        threads = ident.codex_writer_locks(config.codex_home, pid) if pid else ()
+        if not threads and pid:
+            return codex.resumed_session(ident.cmdline(ident.command_pid(pid)) or ()), identity
+        return (threads[0] if len(threads) == 1 else None), identity
     argv = ident.cmdline(pid) if pid else None
     running = claude.resumed_session(argv) if argv else None
     if running is None and pid and config.project_dir is not None:

@@ -89,11 +89,13 @@ LAUNCH_OPTIONS = ("-c", "model_auto_compact_token_limit=900000", "-s", "danger-f
                   "-a", "never")
 
 
-def request_and_end_turn(tmp_path: Path, tui: CodexTui, config: Path) -> tuple[str, str]:
+def request_and_end_turn(tmp_path: Path, tui: CodexTui, config: Path,
+                         env: dict[str, str] | None = None,
+                         running: tuple[str, ...] = ()) -> tuple[str, str]:
     """Start the TUI with a prompt, request a rebuild of its thread, end one more turn;
     (old thread, operation id) once the operation has left its running states."""
     old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
-                    extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
+                    extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"], **(env or {})})
     wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
     done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
                            "--confirm", "REBUILD", "--session", old, "--config", str(config),
@@ -102,7 +104,7 @@ def request_and_end_turn(tmp_path: Path, tui: CodexTui, config: Path) -> tuple[s
     op_id = json.loads(done.stdout)["operation_id"]
     tui.type_prompt("and the number 4711")
     store = Store(tmp_path / "state")
-    wait_for(lambda: store.read(op_id).state.value not in RUNNING, timeout=120,
+    wait_for(lambda: store.read(op_id).state.value not in (running or RUNNING), timeout=120,
              what="the switch to end")
     return old, op_id
 
@@ -199,7 +201,10 @@ def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
         old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
                         extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
         wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
-        tui.type_prompt("/fork")
+        tui.tmux.cmd("send-keys", "-t", tui.target, "-l", "/fork")
+        wait_for(lambda: "fork the current chat" in tui.capture(), timeout=30,
+                 what="the /fork entry of the command popup")
+        tui.tmux.cmd("send-keys", "-t", tui.target, "Enter")
         wait_for(lambda: "Fork created" in tui.capture(), timeout=60, what="the fork")
         pid = tui.pane_pid()
         both = wait_for(lambda: (lambda t: t if len(t) == 2 else None)(
@@ -219,5 +224,39 @@ def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
         assert op.failure["code"] == "session_conflict"  # type: ignore[index]
         assert "2 threads'" in op.failure["message"]  # type: ignore[index]
         assert tui.pane_pid() == pid and codex_writer_locks(home.root, pid) == both
+    finally:
+        tui.close()
+
+
+def test_a_worker_killed_after_the_switch_is_recovered_as_activated_from_the_lock(
+        tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
+        tmux_server: TmuxServer) -> None:  # noqa: F811
+    home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
+    tui = CodexTui(home, tmux_server)
+    config = write_config(tmp_path, home, tmux_server,
+                          configured_resume(tui.argv(*LAUNCH_OPTIONS)))
+    wire_notify(home, config)
+    store = Store(tmp_path / "state")
+    try:
+        # codex → its notify → the worker inherit the fault: the worker dies once switched
+        _, op_id = request_and_end_turn(tmp_path, tui, config,
+                                        env={"THREADLINE_WORKER_FAULT": "kill:switched"},
+                                        running=("pending", "scheduled", "running",
+                                                 "verifying"))
+        wait_for(lambda: "switched" in [e["phase"] for e in store.events(op_id)],
+                 timeout=60, what="the switch")
+        worker = store.read(op_id).worker or {}
+        wait_for(lambda: not procfs.alive(int(worker["pid"]), worker.get("start_time")),
+                 timeout=30, what="the killed worker to be gone")
+        op = store.read(op_id)
+        assert op.state.value == "activating"
+        new = str(op.fact("new_session_id"))
+        done = subprocess.run([TL_REBUILD, "recover", "--config", str(config), "--json"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        op = store.read(op_id)
+        assert op.state.value == "activated", (op.state.value, op.failure)
+        tui.pids.add(tui.pane_pid())
+        assert codex_writer_locks(home.root, tui.pane_pid()) == (new,)
     finally:
         tui.close()

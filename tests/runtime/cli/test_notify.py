@@ -125,9 +125,11 @@ def test_the_users_notify_program_runs_with_the_payload_and_is_not_waited_for(
     gate = world.root / "gate"
     program, record = user_notify(world, str(gate))
     payload = world.payload()
-    done = world.notify(payload, program)  # returns although the program waits for the gate
-    assert done.returncode == 0 and not records(record)
-    gate.touch()
+    try:
+        done = world.notify(payload, program)  # returns although the program waits for it
+        assert done.returncode == 0 and not records(record)
+    finally:
+        gate.touch()  # never leave the program waiting
     wait_for(lambda: records(record), timeout=30, what="the user's notify program to run")
     (ran,) = records(record)
     assert ran["argv"] == ["--its-own-flag", payload]  # its own args, then Codex's payload
