@@ -257,7 +257,8 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     problems = profile_errors(data)
     if isinstance(data, dict):
         problems += regex_errors({"rebuild": data.get("rebuild", {})}) + value_errors(data)
-    if not problems and data.get("agent") == "codex" and data["door"]["kind"] != "tmux":
+    if (not problems and data.get("agent") == "codex"
+            and not DoorKind(data["door"]["kind"]).runs_codex):
         problems.append(f"door.kind: {data['door']['kind']!r} does not run codex yet; "
                         "agent codex needs the tmux door")
     if problems:

@@ -62,6 +62,12 @@ class DoorKind(enum.StrEnum):
         return self is not DoorKind.POINTER
 
     @property
+    def runs_codex(self) -> bool:
+        """The door can switch a Codex TUI: only the tmux door respawns ``codex resume`` so far
+        (a Codex unit or runner loop has no launcher yet)."""
+        return self is DoorKind.TMUX
+
+    @property
     def tool_probe(self) -> tuple[str, ...]:
         """The command that shows the door's tool is installed (empty: no tool needed)."""
         return _TOOL_PROBES[self]

@@ -85,8 +85,6 @@ def test_apply_outcome_is_changed_from_the_recap_and_failed_with_the_task_messag
 
 
 def test_drift_outcome_fails_with_each_finding_and_passes_when_clean(module: ModuleType) -> None:
-    from dataclasses import asdict
-
     from provision.drift import Finding, findings_json
 
     found = findings_json([Finding("resume argv stale", "claude --resume x", "claude -c")])
@@ -94,8 +92,8 @@ def test_drift_outcome_fails_with_each_finding_and_passes_when_clean(module: Mod
     assert outcome["failed"] is True and outcome["changed"] is False
     assert outcome["msg"] == ("drift since the last apply: resume argv stale: "
                               "claude --resume x -> claude -c")
-    assert outcome["findings"] == [asdict(Finding("resume argv stale", "claude --resume x",
-                                                  "claude -c"))]
+    assert outcome["findings"] == [{"check": "resume argv stale", "before": "claude --resume x",
+                                    "after": "claude -c"}]
     assert outcome["diff"][0]["before"] == "claude --resume x\n"
     clean = module.drift_outcome(findings_json([]))
     assert clean["failed"] is False and clean["msg"] == "no drift since the last apply"
