@@ -83,7 +83,8 @@ def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
     checks.append(Check("session store exists (project_dir = encoded workdir)",
                         bool(found and found.is_dir), store))
     if ctx.profile.agent == "codex":
-        return (*checks, *codex_checks(host, ctx, resume[0]))
+        live = launch.live.argv if launch.live else launch.argv
+        return (*checks, own_server_check(live), *codex_checks(host, ctx, resume[0]))
     live = launch.live.argv if launch.live else launch.argv
     missing = missing_channel_flags(live, resume)
     checks.append(Check("every live channel flag in the resume argv", not missing,
@@ -93,6 +94,24 @@ def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
         checks.append(mcp_registered(host, ctx, name, launch.workdir))
     checks.extend(runnable_by_claude(host, ctx, program) for program in our_programs(ctx))
     return tuple(checks)
+
+
+def own_server_check(live_argv: tuple[str, ...]) -> Check:
+    """The live codex holds its thread in the pane (identity and health read the writer lock
+    there), not in the shared app-server daemon, which Threadline cannot switch yet."""
+    from runtime.agents.codex import ResumeArgvError, own_app_server
+
+    label = "codex holds its thread in the pane (not the shared app-server daemon)"
+    try:
+        option = own_app_server(live_argv)
+    except ResumeArgvError as exc:
+        return Check(label, False, str(exc))
+    if option:
+        return Check(label, True, f"launched with {option}")
+    return Check(label, False, "launched without --no-daemon or -c: codex 0.169.0 then runs "
+                 "its threads in the shared `codex app-server --managed-daemon`, where a switch "
+                 "cannot be verified; add --no-daemon to the codex command, restart it, "
+                 "re-run apply")
 
 
 def codex_checks(host: Host, ctx: Context, codex_program: str) -> list[Check]:

@@ -139,6 +139,23 @@ def _option_end(tokens: list[str], index: int) -> int:
         f"what the prompt is, so the argv is not rewritten")
 
 
+# Options after which codex 0.169.0 keeps its threads in the pane's own process (measured:
+# ``--no-daemon``, documented "Run without the shared background server"; any ``-c key=value``
+# override, which a shared server cannot apply). Without one, the TUI attaches to the shared
+# ``codex app-server --managed-daemon`` of CODEX_HOME, which then holds the thread-writer lock.
+OWN_SERVER_OPTIONS = frozenset({"--no-daemon", "-c", "--config"})
+
+
+def own_app_server(argv: Sequence[str]) -> str | None:
+    """The option of ``argv`` that makes codex hold its threads in its own process, or None
+    when it runs them in the shared daemon (ResumeArgvError when ``argv`` cannot be read)."""
+    for option in parse_argv(argv).options:
+        name = option[0].partition("=")[0] if option[0].startswith("--") else option[0][:2]
+        if name in OWN_SERVER_OPTIONS:
+            return name
+    return None
+
+
 # ---------------------------------------------------------------- sessions
 
 def channel_flags(argv: Sequence[str]) -> tuple[str, ...]:

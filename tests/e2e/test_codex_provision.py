@@ -71,7 +71,7 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
     config = tui.home.root / "config.toml"
     config.write_text(f"notify = {json.dumps(theirs)}\n" + config.read_text())
     config.chmod(0o600)
-    launch = tui.argv()
+    launch = tui.argv("--no-daemon")
     tui.start(launch)
     before = config.read_text()  # after the start: the TUI itself adds [tui] to the file
     profile = _profile(tmp_path, tui)
@@ -103,7 +103,7 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
         f'\n[mcp_servers.threadline]\ncommand = "{TL_REBUILD}"\n'
         f'args = ["mcp", "--config", "{cfg}"]\n\n')
 
-    assert "ok: [scratch] Verify — 5 checks passed" in out, out
+    assert "ok: [scratch] Verify — 6 checks passed" in out, out
     assert main(["apply", "-v", str(profile)]) == 0
     again = capsys.readouterr().out
     assert f"pass: codex mcp list shows threadline — {TL_REBUILD} mcp --config {cfg}" \
@@ -133,7 +133,7 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
 
 def test_drift_is_clean_after_apply_then_names_the_lost_trigger_and_a_changed_launch(
         tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
-    tui.start(tui.argv())
+    tui.start(tui.argv("--no-daemon"))
     profile = _profile(tmp_path, tui)
     assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
     capsys.readouterr()
@@ -146,7 +146,7 @@ def test_drift_is_clean_after_apply_then_names_the_lost_trigger_and_a_changed_la
     table = text[text.index("[mcp_servers.threadline]"):].split("\n\n", 1)[0] + "\n"
     config.write_text(text.replace(ours, 'notify = ["python3", "/x.py"]\n').replace(table, ""))
     tui.close()
-    tui.start(tui.argv("-c", "model_auto_compact_token_limit=900000"))
+    tui.start(tui.argv("--no-daemon", "-c", "model_auto_compact_token_limit=900000"))
     assert main(["drift", str(profile)]) == 1
     out = capsys.readouterr().out
     assert "DRIFT resume argv stale: " in out and "model_auto_compact_token_limit" in out
@@ -166,3 +166,81 @@ def test_introspect_refuses_a_profile_whose_codex_home_is_not_the_one_codex_runs
     out = capsys.readouterr().out
     assert f"codex runs with CODEX_HOME={tui.home.root} but the profile says codex.home: " \
         f"{tmp_path / 'elsewhere'}" in out, out
+
+
+def test_a_switch_after_apply_activates_in_the_restarted_tui(
+        tmp_path: Path, tui: CodexTui, api: CodexFakeApi,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The operator's path end to end: apply on a live ``codex --no-daemon``, restart codex so
+    it reads the merged config.toml, talk, request a rebuild; the next turn end switches the
+    pane to the rebuilt thread."""
+    import os
+
+    from runtime.procfs import codex_writer_locks
+    from runtime.switch.store import Store
+    from tests.e2e.codex_fake_api import reply_text
+
+    options = ("--no-daemon",)
+    tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
+    tui.start(tui.argv(*options), extra_env=tmux_env)
+    profile = _profile(tmp_path, tui)
+    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    tui.close()
+    tui.start([*tui.argv(*options), "please remember the blue door"], extra_env=tmux_env)
+    wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    # the thread the model was asked on (at start the TUI can briefly lock a rollout-less
+    # helper thread, and with the shared daemon the pane locks none)
+    old = next(r.headers["session-id"] for r in api.requests
+               if r.kind == "turn" and "please remember the blue door" in json.dumps(r.body))
+    cfg = str(tmp_path / "threadline.toml")
+    done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
+                           "--confirm", "REBUILD", "--session", old, "--config", cfg,
+                           "--json"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    op_id = json.loads(done.stdout)["operation_id"]
+    tui.type_prompt("and the number 4711")
+    store = Store(tmp_path / "state")
+    running = ("pending", "scheduled", "running", "verifying", "activating",
+               "rollback_scheduled")
+    wait_for(lambda: store.read(op_id).state.value not in running, timeout=120,
+             what="the switch to end")
+    op = store.read(op_id)
+    assert op.state.value == "activated", (op.state.value, op.failure, tui.capture()[-2000:])
+    pid = tui.pane_pid()
+    tui.pids.add(pid)
+    assert codex_writer_locks(tui.home.root, pid) == (str(op.fact("new_session_id")),)
+
+
+def test_apply_refuses_a_codex_on_the_shared_daemon_naming_the_fix(
+        tmp_path: Path, tui: CodexTui, api: CodexFakeApi,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A plain ``codex`` (no --no-daemon, no -c) keeps its thread in the shared
+    ``codex app-server --managed-daemon``: measured here (the daemon, not the TUI, holds the
+    thread's writer lock; it is the first TUI's child, so a respawn orphans it and the next TUI
+    attaches to it from outside the pane), and apply's Verify fails naming the fix instead of
+    installing a deployment whose every switch would roll back."""
+    from runtime import procfs
+    from tests.e2e.codex_fake_api import reply_text
+    from tests.e2e.codex_tui import INPUT_HINT
+
+    # not tui.start(): it waits for a lock under the pane, which this codex never holds
+    tui.tmux.new_session(tui.session, tui.shell_command(tui.argv()), str(tui.home.work),
+                         env=tui.home.env(), width=180, height=45)
+    tui.pids.add(tui.pane_pid())
+    wait_for(lambda: INPUT_HINT in tui.capture(), timeout=90, what="codex's composer")
+    tui.type_prompt("please remember the blue door")
+    wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    thread = next(r.headers["session-id"] for r in api.requests
+                  if r.kind == "turn" and "please remember the blue door" in json.dumps(r.body))
+    holder = wait_for(lambda: next(
+        (lock.pid for lock in procfs.parse_locks(Path("/proc/locks").read_text())
+         if lock.file == procfs.codex_lock_files(tui.home.root).get(thread)), None),
+        timeout=30, what="the writer lock of the thread")
+    argv = procfs.cmdline(holder) or ()
+    assert "app-server" in argv and "--managed-daemon" in argv, argv  # not the TUI
+    assert main(["apply", str(_profile(tmp_path, tui))]) != 0
+    out = capsys.readouterr().out
+    assert "codex holds its thread in the pane (not the shared app-server daemon) (launched " \
+        "without --no-daemon or -c" in out, out
+    assert "add --no-daemon to the codex command" in out

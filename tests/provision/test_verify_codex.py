@@ -58,3 +58,23 @@ def test_a_server_pointing_elsewhere_fails_with_its_command() -> None:
     host, ctx = _world([_server("threadline", "/old/tl-rebuild", ["mcp"])])
     check = codex_checks(host, ctx, CODEX)[-1]
     assert not check.passed and check.evidence == "/old/tl-rebuild mcp"
+
+
+def test_a_codex_on_the_shared_daemon_fails_naming_the_fix_and_own_servers_pass() -> None:
+    from provision.tasks.verify import own_server_check
+
+    plain = own_server_check((CODEX, "-m", "gpt-5", "--cd", "/w"))
+    assert not plain.passed and "add --no-daemon to the codex command" in plain.evidence
+    resumed = own_server_check((CODEX, "resume", "abc", "-m", "gpt-5"))
+    assert not resumed.passed
+    for argv, option in [((CODEX, "--no-daemon", "-m", "gpt-5"), "--no-daemon"),
+                         ((CODEX, "resume", "abc", "--no-daemon"), "--no-daemon"),
+                         ((CODEX, "-c", "model_auto_compact_token_limit=9"), "-c"),
+                         ((CODEX, "-ck=v"), "-c"), ((CODEX, "--config=k=v"), "--config"),
+                         (("node", CODEX, "--config", "k=v", "hi"), "--config")]:
+        check = own_server_check(argv)
+        assert check.passed and check.evidence == f"launched with {option}", argv
+    # a prompt that merely mentions the option is not the option
+    assert not own_server_check((CODEX, "--", "--no-daemon")).passed
+    broken = own_server_check((CODEX, "--frobnicate"))
+    assert not broken.passed and "'--frobnicate' is not one codex 0.169.0 knows" in broken.evidence
