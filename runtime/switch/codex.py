@@ -26,7 +26,7 @@ from runtime import procfs as ident
 from runtime.agents import codex
 from runtime.errors import IdentityConflictError, ThreadlineError
 from runtime.switch import health
-from runtime.switch.job import Abort, Job, counts_only, line_count, log, sha256_file
+from runtime.switch.job import Abort, Job, counts_only, log
 from runtime.switch.rebuild import Rebuild
 from runtime.switch.rollback import Rollback
 from runtime.switch.state import State
@@ -182,24 +182,8 @@ class CodexRebuild(CodexJob, Rebuild):
 
         source = Path(self.op.fact("transcript_path"))
         result = candidate.build(backup, self.config)
-        if result.empty_reason:
-            raise Abort("nothing_to_carry", f"nothing to carry: {result.empty_reason}")
-        if result.blocked_reason:
-            raise Abort("blocked", f"rebuild blocked: {result.blocked_reason}")
-        try:
-            path = candidate.write(result, candidate.default_folder(source, result.created))
-        except ThreadlineError as exc:
-            raise Abort("write_failed", str(exc)) from exc
-        self.candidate = Path(path)
-        new_id = str(result.new_session_id)
-        self.note("built", {"new_session_id": new_id, "candidate": str(path),
-                            "stats": counts_only(result.stats())},
-                  facts={"new_session_id": new_id, "candidate_path": str(path),
-                         "candidate_sha256": sha256_file(self.candidate),
-                         "candidate_lines": line_count(self.candidate),
-                         "stats": counts_only(result.stats())})
-        self._build_result = result
-        self._keep_manifest(result)
+        new_id = self._keep_candidate(result, lambda: candidate.write(
+            result, candidate.default_folder(source, result.created)))
         return result, new_id
 
     def _verify(self, build: Any) -> None:

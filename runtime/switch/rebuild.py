@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -269,12 +269,20 @@ class Rebuild(Job):
         from runtime.engine.candidate import build, write
 
         result = build(backup, self.config)
+        new_id = self._keep_candidate(
+            result, lambda: write(result, self.config.project_dir))  # type: ignore[arg-type]
+        self._keep_snapshot(result.startup_snapshot)
+        return result, new_id
+
+    def _keep_candidate(self, result: Any, write: Callable[[], Any]) -> str:
+        """Refuse an empty or blocked build, write the candidate with ``write``, record it
+        (``built``) and keep its manifest; the new session id (shared by every agent)."""
         if result.empty_reason:
             raise Abort("nothing_to_carry", f"nothing to carry: {result.empty_reason}")
         if result.blocked_reason:
             raise Abort("blocked", f"rebuild blocked: {result.blocked_reason}")
         try:
-            path = write(result, self.config.project_dir)  # type: ignore[arg-type]
+            path = write()
         except ThreadlineError as exc:
             raise Abort("write_failed", str(exc)) from exc
         self.candidate = Path(path)
@@ -287,8 +295,7 @@ class Rebuild(Job):
                          "stats": counts_only(result.stats())})
         self._build_result = result
         self._keep_manifest(result)
-        self._keep_snapshot(result.startup_snapshot)
-        return result, new_id
+        return new_id
 
     def _keep_manifest(self, result: Any) -> None:
         """Keep the per-item manifest in the artifacts (0600); record its path and digest."""
