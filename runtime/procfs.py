@@ -236,3 +236,17 @@ def codex_writer_locks(codex_home: Path, pid: int) -> tuple[str, ...]:
     except OSError:
         return ()
     return writer_locked_threads(parse_locks(text), [pid, *descendants(pid)], files)
+
+
+def codex_lock_holder(codex_home: Path, thread: str) -> int | None:
+    """The pid holding ``thread``'s writer lock in ``codex_home``, wherever it runs (None: no
+    one) — names the holder when it is not under the pane (the shared app-server daemon)."""
+    file = codex_lock_files(codex_home).get(thread)
+    if file is None:
+        return None
+    try:
+        text = (PROC / "locks").read_text()
+    except OSError:
+        return None
+    return next((lock.pid for lock in parse_locks(text) if lock.kind == "FLOCK"
+                 and lock.mode == "WRITE" and lock.file == file), None)

@@ -65,8 +65,21 @@ def look(door: Any, home: Path, thread: str, options: tuple[tuple[str, ...], ...
     if workdir is not None and not health._same_dir(cwd, workdir):
         wrong.append(f"cwd is {cwd!r}, expected {str(workdir)!r}")
     if threads != (thread,):
-        pending.append(f"holds the writer lock of {list(threads)!r}, not of {thread!r}")
+        pending.append(f"holds the writer lock of {list(threads)!r}, not of {thread!r}"
+                       + _elsewhere(home, thread, threads))
     return pending, wrong, evidence
+
+
+def _elsewhere(home: Path, thread: str, threads: Sequence[str]) -> str:
+    """Who holds ``thread``'s writer lock when the pane holds none: a plain codex runs its
+    threads in the shared ``codex app-server --managed-daemon`` (HANDOFF "Codex (runtime)")."""
+    holder = None if threads else ident.codex_lock_holder(home, thread)
+    if holder is None:
+        return ""
+    argv = list(ident.cmdline(holder) or ("?",))
+    shown = " ".join([Path(argv[0]).name, *argv[1:]])[:100]
+    return (f"; pid {holder} outside the pane holds it ({shown}): the shared app-server "
+            "daemon, launch codex with --no-daemon")
 
 
 def judge(door: Any, home: Path, thread: str, options: tuple[tuple[str, ...], ...],

@@ -25,6 +25,7 @@ from runtime.switch.store import Store
 from tests.e2e.codex_cli import CodexHome, codex_bin  # noqa: F401 - pytest fixture
 from tests.e2e.codex_fake_api import CodexFakeApi, reply_text
 from tests.e2e.codex_tui import CodexTui
+from tests.e2e.harness import _terminate
 from tests.fixtures.switch_world import TL_REBUILD, toml_value
 from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
 
@@ -260,3 +261,45 @@ def test_a_worker_killed_after_the_switch_is_recovered_as_activated_from_the_loc
         assert codex_writer_locks(home.root, tui.pane_pid()) == (new,)
     finally:
         tui.close()
+
+
+def test_a_tui_on_the_shared_daemon_rolls_back_naming_the_daemon_and_the_fix(
+        tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
+        tmux_server: TmuxServer) -> None:  # noqa: F811
+    """A plain codex (no --no-daemon, no -c) runs its thread in the shared app-server daemon
+    (its child at first). The respawn orphans the daemon; the resumed TUI attaches to it and
+    holds no lock in the pane, so the switch cannot be proven: rolled back, and the reason
+    names the process that holds the lock and the fix."""
+    home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
+    tui = CodexTui(home, tmux_server)
+    config = write_config(tmp_path, home, tmux_server, configured_resume(tui.argv()))
+    config.write_text(config.read_text().replace("activation_timeout_seconds = 60",
+                                                 "activation_timeout_seconds = 8"))
+    wire_notify(home, config)
+    store = Store(tmp_path / "state")
+    try:
+        tui.start([*tui.argv(), "please remember the blue door"],
+                  extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
+        wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+        old = next(r.headers["session-id"] for r in api.requests
+                   if r.kind == "turn" and "please remember" in json.dumps(r.body))
+        done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
+                               "--confirm", "REBUILD", "--session", old, "--config",
+                               str(config), "--json"], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        op_id = json.loads(done.stdout)["operation_id"]
+        tui.type_prompt("and the number 4711")
+        wait_for(lambda: store.read(op_id).state.value not in RUNNING, timeout=120,
+                 what="the switch to end")
+        op = store.read(op_id)
+        assert op.state.value == "rolled_back", (op.state.value, op.failure)
+        message = str(op.failure["message"])  # type: ignore[index]
+        assert "outside the pane holds it (" in message and "--managed-daemon" in message, message
+        assert "launch codex with --no-daemon" in message
+    finally:
+        tui.close()
+        for entry in Path("/proc").iterdir():  # the orphaned daemon: its binary is in home
+            argv = procfs.cmdline(int(entry.name)) if entry.name.isdigit() else None
+            if argv and argv[0].startswith(f"{home.root}/") and "app-server" in argv:
+                _terminate(int(entry.name), expect=("codex",))

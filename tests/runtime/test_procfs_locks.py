@@ -138,3 +138,16 @@ def test_a_lock_taken_by_a_child_counts_for_its_parent(
              what="the child's lock to show")
     assert codex_writer_locks(tmp_path, proc.pid) == (THREAD,)
     assert codex_writer_locks(tmp_path, os.getpid()) == (THREAD,)  # the test is an ancestor too
+
+
+def test_the_holder_of_a_threads_lock_is_found_wherever_it_runs(
+        tmp_path: Path, holders: list[subprocess.Popen[str]]) -> None:
+    from runtime.procfs import codex_lock_holder
+
+    folder = lock_dir(tmp_path)
+    writer = hold(holders, folder / f"{THREAD}.lock", "ex")
+    hold(holders, folder / f"{OTHER}.lock", "sh")
+    assert codex_lock_holder(tmp_path, THREAD) == writer
+    assert codex_lock_holder(tmp_path, OTHER) is None      # a shared lock is no writer
+    assert codex_lock_holder(tmp_path, "no-such-thread") is None
+    assert codex_lock_holder(tmp_path / "absent", THREAD) is None
