@@ -82,10 +82,9 @@ def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
     found = host.stat(store)
     checks.append(Check("session store exists (project_dir = encoded workdir)",
                         bool(found and found.is_dir), store))
-    if ctx.profile.agent == "codex":
-        live = launch.live.argv if launch.live else launch.argv
-        return (*checks, own_server_check(live), *codex_checks(host, ctx, resume[0]))
     live = launch.live.argv if launch.live else launch.argv
+    if ctx.profile.agent == "codex":
+        return (*checks, own_server_check(live), *codex_checks(host, ctx, resume[0]))
     missing = missing_channel_flags(live, resume)
     checks.append(Check("every live channel flag in the resume argv", not missing,
                         "missing: " + ", ".join(missing) if missing else
