@@ -98,16 +98,22 @@ def request_and_end_turn(tmp_path: Path, tui: CodexTui, config: Path,
     old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
                     extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"], **(env or {})})
     wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    return old, request_rebuild(tui, config, Store(tmp_path / "state"), old, running)
+
+
+def request_rebuild(tui: CodexTui, config: Path, store: Store, thread: str,
+                    running: tuple[str, ...] = ()) -> str:
+    """``tl-rebuild request`` bound to ``thread``, then one more turn end; the operation id
+    once the operation has left its running states."""
     done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
-                           "--confirm", "REBUILD", "--session", old, "--config", str(config),
+                           "--confirm", "REBUILD", "--session", thread, "--config", str(config),
                            "--json"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    op_id = json.loads(done.stdout)["operation_id"]
+    op_id = str(json.loads(done.stdout)["operation_id"])
     tui.type_prompt("and the number 4711")
-    store = Store(tmp_path / "state")
     wait_for(lambda: store.read(op_id).state.value not in (running or RUNNING), timeout=120,
-             what="the switch to end")
-    return old, op_id
+             what="the operation to end")
+    return op_id
 
 
 RUNNING = ("pending", "scheduled", "running", "verifying", "activating", "rollback_scheduled")
@@ -211,16 +217,7 @@ def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
         both = wait_for(lambda: (lambda t: t if len(t) == 2 else None)(
             codex_writer_locks(home.root, pid)), timeout=30, what="two writer locks")
         (forked,) = set(both) - {old}  # type: ignore[arg-type]
-        done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
-                               "--confirm", "REBUILD", "--session", forked, "--config",
-                               str(config), "--json"], capture_output=True, text=True,
-                              timeout=60)
-        assert done.returncode == 0, done.stderr
-        op_id = json.loads(done.stdout)["operation_id"]
-        tui.type_prompt("and the number 4711")
-        wait_for(lambda: store.read(op_id).state.value not in RUNNING, timeout=120,
-                 what="the operation to end")
-        op = store.read(op_id)
+        op = store.read(request_rebuild(tui, config, store, forked))
         assert op.state.value == "failed", (op.state.value, op.failure)
         assert op.failure["code"] == "session_conflict"  # type: ignore[index]
         assert "2 threads'" in op.failure["message"]  # type: ignore[index]
@@ -283,16 +280,7 @@ def test_a_tui_on_the_shared_daemon_rolls_back_naming_the_daemon_and_the_fix(
         wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
         old = next(r.headers["session-id"] for r in api.requests
                    if r.kind == "turn" and "please remember" in json.dumps(r.body))
-        done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
-                               "--confirm", "REBUILD", "--session", old, "--config",
-                               str(config), "--json"], capture_output=True, text=True,
-                              timeout=60)
-        assert done.returncode == 0, done.stderr
-        op_id = json.loads(done.stdout)["operation_id"]
-        tui.type_prompt("and the number 4711")
-        wait_for(lambda: store.read(op_id).state.value not in RUNNING, timeout=120,
-                 what="the switch to end")
-        op = store.read(op_id)
+        op = store.read(request_rebuild(tui, config, store, old))
         assert op.state.value == "rolled_back", (op.state.value, op.failure)
         message = str(op.failure["message"])  # type: ignore[index]
         assert "outside the pane holds it (" in message and "--managed-daemon" in message, message
