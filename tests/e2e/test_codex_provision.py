@@ -179,6 +179,7 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     from runtime.procfs import codex_writer_locks
     from runtime.switch.store import Store
     from tests.e2e.codex_fake_api import reply_text
+    from tests.e2e.test_codex_switch import request_rebuild
 
     options = ("--no-daemon",)
     tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
@@ -190,21 +191,11 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     tui.start([*tui.argv(*options), "please remember the blue door"], extra_env=tmux_env)
     wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
     # the thread the model was asked on (at start the TUI can briefly lock a rollout-less
-    # helper thread, and with the shared daemon the pane locks none)
+    # helper thread, so the pane's lock is not read here)
     old = next(r.headers["session-id"] for r in api.requests
                if r.kind == "turn" and "please remember the blue door" in json.dumps(r.body))
-    cfg = str(tmp_path / "threadline.toml")
-    done = subprocess.run([TL_REBUILD, "request", "--reason", "context full of noise",
-                           "--confirm", "REBUILD", "--session", old, "--config", cfg,
-                           "--json"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    op_id = json.loads(done.stdout)["operation_id"]
-    tui.type_prompt("and the number 4711")
     store = Store(tmp_path / "state")
-    running = ("pending", "scheduled", "running", "verifying", "activating",
-               "rollback_scheduled")
-    wait_for(lambda: store.read(op_id).state.value not in running, timeout=120,
-             what="the switch to end")
+    op_id = request_rebuild(tui, tmp_path / "threadline.toml", store, old)
     op = store.read(op_id)
     assert op.state.value == "activated", (op.state.value, op.failure, tui.capture()[-2000:])
     pid = tui.pane_pid()
@@ -233,10 +224,8 @@ def test_apply_refuses_a_codex_on_the_shared_daemon_naming_the_fix(
     wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
     thread = next(r.headers["session-id"] for r in api.requests
                   if r.kind == "turn" and "please remember the blue door" in json.dumps(r.body))
-    holder = wait_for(lambda: next(
-        (lock.pid for lock in procfs.parse_locks(Path("/proc/locks").read_text())
-         if lock.file == procfs.codex_lock_files(tui.home.root).get(thread)), None),
-        timeout=30, what="the writer lock of the thread")
+    holder = wait_for(lambda: procfs.codex_lock_holder(tui.home.root, thread), timeout=30,
+                      what="the writer lock of the thread")
     argv = procfs.cmdline(holder) or ()
     assert "app-server" in argv and "--managed-daemon" in argv, argv  # not the TUI
     assert main(["apply", str(_profile(tmp_path, tui))]) != 0
