@@ -47,7 +47,7 @@ def tui(tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
     driver.close()
 
 
-def _profile(root: Path, tui: CodexTui) -> Path:
+def host_profile(root: Path, tui: CodexTui) -> Path:
     import getpass
 
     path = root / "codex-host.yml"
@@ -74,7 +74,7 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
     launch = tui.argv("--no-daemon")
     tui.start(launch)
     before = config.read_text()  # after the start: the TUI itself adds [tui] to the file
-    profile = _profile(tmp_path, tui)
+    profile = host_profile(tmp_path, tui)
 
     assert main(["apply", "--check", "--diff", str(profile)]) == 0, capsys.readouterr().out
     checked = capsys.readouterr().out
@@ -134,7 +134,7 @@ def test_apply_wires_notify_and_the_mcp_server_that_the_real_codex_uses(
 def test_drift_is_clean_after_apply_then_names_the_lost_trigger_and_a_changed_launch(
         tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
     tui.start(tui.argv("--no-daemon"))
-    profile = _profile(tmp_path, tui)
+    profile = host_profile(tmp_path, tui)
     assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
     capsys.readouterr()
     assert main(["drift", str(profile)]) == 0, capsys.readouterr().out
@@ -157,7 +157,7 @@ def test_drift_is_clean_after_apply_then_names_the_lost_trigger_and_a_changed_la
 def test_introspect_refuses_a_profile_whose_codex_home_is_not_the_one_codex_runs_with(
         tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
     tui.start(tui.argv())
-    profile = _profile(tmp_path, tui)
+    profile = host_profile(tmp_path, tui)
     data = json.loads(profile.read_text())
     data["codex"]["home"] = str(tmp_path / "elsewhere")
     (tmp_path / "elsewhere").mkdir()
@@ -184,7 +184,7 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     options = ("--no-daemon",)
     tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
     tui.start(tui.argv(*options), extra_env=tmux_env)
-    profile = _profile(tmp_path, tui)
+    profile = host_profile(tmp_path, tui)
     assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
     capsys.readouterr()
     tui.close()
@@ -228,7 +228,7 @@ def test_apply_refuses_a_codex_on_the_shared_daemon_naming_the_fix(
                       what="the writer lock of the thread")
     argv = procfs.cmdline(holder) or ()
     assert "app-server" in argv and "--managed-daemon" in argv, argv  # not the TUI
-    assert main(["apply", str(_profile(tmp_path, tui))]) != 0
+    assert main(["apply", str(host_profile(tmp_path, tui))]) != 0
     out = capsys.readouterr().out
     assert "codex holds its thread in the pane (not the shared app-server daemon) (launched " \
         "without --no-daemon or -c" in out, out

@@ -1,0 +1,176 @@
+"""The model asks for the rebuild over MCP (issue 17), with the real Codex 0.169.0.
+
+``tl-provision apply`` installs Threadline on a live ``codex --no-daemon`` from a Codex host
+profile (notify chain and ``[mcp_servers.threadline]`` in config.toml); codex is restarted so it
+starts the real ``tl-rebuild mcp``. The loopback fake model talks with cues
+(tests/e2e/codex_fake_api.py): a tool-heavy turn (reasoning, ``exec_command`` and its output), a
+``codex queue`` message, then a ``thread_rebuild_request`` call into the ``mcp__threadline``
+namespace. That turn's end switches the pane; the oracle is what the model is sent: the new
+thread's first request carries every utterance and no reasoning or tool item, a message queued
+after the switch reaches the new thread, and a rollback asked for over MCP (status, then
+``thread_rebuild_rollback_request`` with the id the status returned) resumes the old thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provision.cli import main
+from runtime.procfs import codex_writer_locks
+from runtime.switch.store import Store
+from tests.e2e.codex_cli import CodexHome, codex_bin  # noqa: F401 - pytest fixture
+from tests.e2e.codex_fake_api import Call, CodexFakeApi, Cue, Request, mcp_output, reply_text
+from tests.e2e.codex_tui import INPUT_HINT, CodexTui
+from tests.e2e.test_codex_provision import host_profile
+from tests.e2e.test_codex_switch import NOT_SPEECH, RUNNING, input_texts
+from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
+
+MCP = "mcp__threadline"
+TOOL_MARK = "TOOL-OUTPUT-42"  # only in the command's output: its argv says $((6*7))
+THOUGHT = "the listing needs a shell"
+CUES = (
+    Cue("run the listing", (Call("exec_command", {"cmd": "echo TOOL-OUTPUT-$((6*7))"}),),
+        after_text="the listing ran fine", reasoning=THOUGHT),
+    Cue("REBUILD", (Call("thread_rebuild_request", {"reason": "context full of tool noise",
+                                                   "confirmation": "REBUILD"}, MCP),),
+        after_text="rebuild registered, it happens when this turn ends"),
+    Cue("ROLLBACK", (Call("thread_rebuild_status", {}, MCP),
+                     Call("thread_rebuild_rollback_request",
+                          lambda status: {"operation_id": mcp_output(status)["operation_id"],
+                                          "confirmation": "ROLLBACK"}, MCP)),
+        after_text="rollback requested, it happens when this turn ends"),
+)
+OPTIONS = ("--no-daemon",)
+
+
+@pytest.fixture
+def api() -> Iterator[CodexFakeApi]:
+    with CodexFakeApi(CUES) as fake:
+        yield fake
+    assert fake.errors == []
+
+
+@pytest.fixture
+def tui(tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
+        tmux_server: TmuxServer) -> Iterator[CodexTui]:  # noqa: F811
+    home = CodexHome.create(tmp_path / "codex-home", codex_bin, api.url)
+    driver = CodexTui(home, tmux_server)
+    yield driver
+    driver.close()
+
+
+def first_request(api: CodexFakeApi, session: str, after: int, text: str) -> Request:
+    """The first request of ``session`` since request ``after`` whose input has ``text``."""
+    found = wait_for(lambda: next((r for r in api.requests[after:] if r.session_id == session
+                                   and text in json.dumps(r.body)), None),
+                     timeout=60, what=f"a request of {session} with {text!r}")
+    assert isinstance(found, Request)
+    return found
+
+
+def call_results(api: CodexFakeApi, session: str, after: int) -> list[Request]:
+    """The requests of ``session`` since request ``after`` that bring a call's output back."""
+    return [r for r in api.requests[after:] if r.session_id == session
+            and (r.body.get("input") or [{}])[-1].get("type") == "function_call_output"]
+
+
+def queue(tui: CodexTui, thread: str, message: str) -> None:
+    done = subprocess.run([str(tui.home.binary), "queue", "--thread", thread, "--message",
+                           message], env=tui.home.env(), capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and f"for thread {thread}." in done.stdout, done.stderr[-2000:]
+
+
+def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
+        tmp_path: Path, tui: CodexTui, api: CodexFakeApi,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
+    tui.start(tui.argv(*OPTIONS), extra_env=tmux_env)
+    assert main(["apply", str(host_profile(tmp_path, tui))]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    tui.close()  # restarted: codex reads config.toml (notify, our MCP server) at start
+    tui.start([*tui.argv(*OPTIONS), "please remember the blue door"], extra_env=tmux_env)
+    wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    old = next(r.session_id for r in api.requests
+               if r.kind == "turn" and "please remember the blue door" in json.dumps(r.body))
+    assert old is not None
+
+    # a tool-heavy turn: reasoning, a command and its output, then a reply
+    tui.type_prompt("now run the listing please")
+    wait_for(lambda: "the listing ran fine" in tui.capture(), timeout=60, what="the tool turn")
+    # a message queued from outside, run as a turn of the old thread
+    before = len(api.requests)
+    queue(tui, old, "a queued note: the key is under the mat")
+    queued = first_request(api, old, before, "the key is under the mat")
+    assert queued.metadata.get("turn_trigger") == "queue"
+    wait_for(lambda: reply_text(queued.index) in tui.capture(), timeout=60,
+             what="the queued turn's reply")
+
+    # the model asks for the rebuild over MCP; the end of that turn switches the pane
+    before = len(api.requests)
+    tui.type_prompt("the context is noisy, please REBUILD")
+    wait_for(lambda: "rebuild registered" in tui.capture(), timeout=60, what="the MCP reply")
+    (answered,) = call_results(api, old, before)
+    output = answered.body["input"][-1]["output"]  # the request call's, last of the input
+    registered = mcp_output(output)
+    assert registered["bound_session_id"] == old  # the server found its codex's thread
+    assert registered["state"] == "pending", registered
+    seen_by_old = json.dumps(answered.body)  # the old thread did carry the noise
+    assert TOOL_MARK in seen_by_old and THOUGHT in seen_by_old
+
+    store = Store(tmp_path / "state")
+    op_id = str(registered["operation_id"])
+    wait_for(lambda: store.read(op_id).state.value not in RUNNING, timeout=60,
+             what="the switch to end")
+    op = store.read(op_id)
+    assert op.state.value == "activated", (op.state.value, op.failure, tui.capture()[-2000:])
+    new = str(op.fact("new_session_id"))
+    tui.pids.add(tui.pane_pid())
+    assert codex_writer_locks(tui.home.root, tui.pane_pid()) == (new,)
+
+    # the new codex's first request: every utterance verbatim, no reasoning or tool item
+    wait_for(lambda: INPUT_HINT in tui.capture(), timeout=60, what="the resumed composer")
+    before = len(api.requests)
+    tui.type_prompt("what did I tell you?")
+    first = first_request(api, new, before, "what did I tell you?")
+    said = input_texts(first.body)
+    for text in ("please remember the blue door", reply_text(0), "now run the listing please",
+                 "the listing ran fine", "a queued note: the key is under the mat",
+                 reply_text(queued.index), "the context is noisy, please REBUILD",
+                 "rebuild registered, it happens when this turn ends", "what did I tell you?"):
+        assert any(text == t for _, t in said), (text, said)
+    assert not {item.get("type") for item in first.body["input"]} & set(NOT_SPEECH)
+    assert TOOL_MARK not in json.dumps(first.body) and THOUGHT not in json.dumps(first.body)
+    wait_for(lambda: reply_text(first.index) in tui.capture(), timeout=60,
+             what="the new thread's reply")
+
+    # a message queued after the switch reaches the new thread
+    before = len(api.requests)
+    queue(tui, new, "after the switch: one more note")
+    late = first_request(api, new, before, "after the switch: one more note")
+    assert late.metadata.get("turn_trigger") == "queue"
+    wait_for(lambda: reply_text(late.index) in tui.capture(), timeout=60,
+             what="the late queued turn's reply")
+    wait_for(lambda: "watch_ended" in [e["phase"] for e in store.events(op_id)], timeout=60,
+             what="the watch to end")
+
+    # the model asks to go back over MCP: status, then rollback with the id it returned
+    before = len(api.requests)
+    tui.type_prompt("that was wrong, ROLLBACK please")
+    wait_for(lambda: "rollback requested" in tui.capture(), timeout=60, what="the MCP rollback")
+    wait_for(lambda: store.read(op_id).state.value not in (*RUNNING, "rollback_pending"),
+             timeout=60, what="the rollback to end")
+    op = store.read(op_id)
+    assert op.state.value == "rolled_back", (op.state.value, op.failure)
+    tui.pids.add(tui.pane_pid())
+    wait_for(lambda: codex_writer_locks(tui.home.root, tui.pane_pid()) == (old,), timeout=30,
+             what="the pane to write the old thread again")
+    status, rollback = call_results(api, new, before)  # both calls ran in the new thread
+    assert mcp_output(status.body["input"][-1]["output"])["operation_id"] == op_id
+    assert mcp_output(rollback.body["input"][-1]["output"])["state"] == "rollback_pending"
