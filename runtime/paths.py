@@ -1,4 +1,5 @@
-"""Where Claude Code keeps transcripts: the cwd -> project folder rule and the newest session.
+"""Where Claude Code keeps transcripts: the cwd -> project folder rule and the newest session;
+and where Codex keeps a thread's rollout.
 
 The folder name rule was measured on Claude Code 2.1.328: every character of the absolute cwd
 that is not an ASCII letter or digit becomes ``-`` (``/srv/wo.rk_x y`` -> ``-srv-wo-rk-x-y``).
@@ -61,3 +62,15 @@ def latest_transcript(project_dir: str | os.PathLike[str]) -> Path | None:
         if best is None or key > best:
             best, found = key, path
     return found
+
+
+def codex_rollout(sessions: Path, thread_id: str | None) -> Path | None:
+    """``sessions/**/rollout-…-<thread_id>.jsonl``, or None: Codex finds a thread by that name
+    end in any folder under ``$CODEX_HOME/sessions`` (notes/codex-live.md §5). A revision file
+    (``…-<thread_id>_<revision>.jsonl``) is not the thread's rollout."""
+    from runtime.agents.codex import SESSION_ID
+
+    if not thread_id or not SESSION_ID.fullmatch(thread_id):
+        return None
+    found = sorted(sessions.rglob(f"rollout-*-{thread_id}.jsonl"))
+    return found[0] if found else None

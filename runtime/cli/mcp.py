@@ -10,7 +10,8 @@ call fails with the one-line message, and nothing is written.
 
 A request is bound to the session of the claude that runs this server: walking up the parent
 processes, the first pid with ``$CLAUDE_CONFIG_DIR/sessions/<pid>.json`` names it (sessionId).
-``dirty`` and ``plan`` measure that session's transcript by default, not the newest file of the
+Under a codex, the thread that codex holds the writer lock for. ``dirty`` and ``plan`` measure
+that session's transcript (a codex thread's rollout) by default, not the newest file of the
 project folder (after a rolled-back rebuild that is the abandoned candidate).
 """
 
@@ -44,7 +45,7 @@ from runtime.cli.mcp_results import (
 )
 from runtime.config import Config, config_path_from, load_config
 from runtime.errors import ThreadlineError
-from runtime.paths import claude_config_dir
+from runtime.paths import claude_config_dir, codex_rollout
 from runtime.procfs import claude_session_record, cmdline, codex_writer_locks, environ, parse_stat
 from runtime.switch.ops import MAX_REASON_CHARS
 
@@ -122,17 +123,24 @@ def served_transcript(transcript: str | None, config: Config,
     """The transcript ``dirty`` and ``plan`` read, and why that one.
 
     Default: the transcript of ``session_id`` (the session this server serves) in
-    ``project_dir``; only when it has none there, the newest session of ``project_dir``."""
+    ``project_dir`` — under a codex, the rollout of the thread it holds the writer lock for,
+    in any folder of ``$CODEX_HOME/sessions``; only when it has none there, the newest session
+    of ``project_dir``."""
     if transcript is not None:
         return transcript, "argument"
     from runtime.agents.claude import SESSION_ID
 
     if config.project_dir is None:
         return None, "no project_dir configured"  # the report says so, as a tool error
-    if session_id and SESSION_ID.fullmatch(session_id):
+    if session_id and config.agent == "codex":
+        rollout = codex_rollout(config.project_dir, session_id)
+        if rollout is not None:
+            return str(rollout), "served session"
+    elif session_id and SESSION_ID.fullmatch(session_id):
         own = config.project_dir / f"{session_id}.jsonl"
         if own.is_file():
             return str(own), "served session"
+    if session_id:
         return None, f"newest in project_dir (served session {session_id} has no transcript there)"
     return None, "newest in project_dir (no served session found)"
 

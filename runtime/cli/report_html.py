@@ -21,6 +21,7 @@ from runtime.cli.report_chart import bucketed, legend, svg
 from runtime.config import Config
 from runtime.engine.dirty_time import MALFORMED
 from runtime.errors import ConfigError, ProcError, TranscriptError
+from runtime.paths import codex_rollout
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,10 @@ def _session_path(session: str, config: Config, agent: str) -> Path:
         raise TranscriptError(f"session id {session!r} is not an id")
     if agent == "codex":
         root = (config.codex_home or Path("~/.codex")).expanduser() / "sessions"
-        found = sorted(root.rglob(f"rollout-*-{session}.jsonl"), key=lambda p: p.stat().st_mtime)
-        if not found:
+        found = codex_rollout(root, session)
+        if found is None:
             raise TranscriptError(f"no rollout of session {session!r} under {str(root)!r}")
-        return found[-1]
+        return found
     if config.project_dir is None:
         raise TranscriptError(f"--session {session!r} needs project_dir in the runtime config")
     return config.project_dir.expanduser() / f"{session}.jsonl"

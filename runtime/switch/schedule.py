@@ -31,6 +31,7 @@ from runtime.doors.base import open_door
 from runtime.doors.kind import DoorKind
 from runtime.doors.systemd import escape_prefix
 from runtime.errors import StoreError, ThreadlineError
+from runtime.paths import codex_rollout
 from runtime.switch.recover import expire_if_stale, reconcile_if_lost
 from runtime.switch.state import State
 from runtime.switch.store import Operation, Store
@@ -91,14 +92,6 @@ def on_turn_end(config: Config, thread_id: str, *, wait: bool = False) -> str | 
     rollout = codex_rollout(config.project_dir, thread_id) if config.project_dir else None
     return on_stop(config, {"session_id": thread_id,
                             "transcript_path": str(rollout) if rollout else ""}, wait=wait)
-
-
-def codex_rollout(sessions: Path, thread_id: str) -> Path | None:
-    """``sessions/**/rollout-…-<thread_id>.jsonl`` (Codex finds a thread by that name end)."""
-    if not thread_id or "/" in thread_id or "*" in thread_id:
-        return None
-    found = sorted(sessions.rglob(f"rollout-*-{thread_id}.jsonl"))
-    return found[0] if found else None
 
 
 def session_of(config: Config, transcript: Path) -> str:

@@ -8,7 +8,8 @@ starts the real ``tl-rebuild mcp``. The loopback fake model talks with cues
 namespace. That turn's end switches the pane; the oracle is what the model is sent: the new
 thread's first request carries every utterance and no reasoning or tool item, a message queued
 after the switch reaches the new thread, and a rollback asked for over MCP (status, then
-``thread_rebuild_rollback_request`` with the id the status returned) resumes the old thread.
+``thread_rebuild_rollback_request`` with the id the status returned) resumes the old thread,
+whose ``thread_rebuild_dirty`` then measures that thread's rollout, not the newer abandoned one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from provision.cli import main
+from runtime.paths import codex_rollout
 from runtime.procfs import codex_writer_locks
 from runtime.switch.store import Store
 from tests.e2e.codex_cli import CodexHome, codex_bin  # noqa: F401 - pytest fixture
@@ -45,6 +47,7 @@ CUES = (
                           lambda status: {"operation_id": mcp_output(status)["operation_id"],
                                           "confirmation": "ROLLBACK"}, MCP)),
         after_text="rollback requested, it happens when this turn ends"),
+    Cue("DIRTY", (Call("thread_rebuild_dirty", {}, MCP),), after_text="noise measured"),
 )
 OPTIONS = ("--no-daemon",)
 
@@ -174,3 +177,12 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
     status, rollback = call_results(api, new, before)  # both calls ran in the new thread
     assert mcp_output(status.body["input"][-1]["output"])["operation_id"] == op_id
     assert mcp_output(rollback.body["input"][-1]["output"])["state"] == "rollback_pending"
+
+    # dirty, by default, measures the thread the pane's codex writes (the old one again)
+    before = len(api.requests)
+    tui.type_prompt("how much noise is left, DIRTY?")
+    wait_for(lambda: "noise measured" in tui.capture(), timeout=60, what="the MCP dirty")
+    (measured,) = call_results(api, old, before)
+    dirty = mcp_output(measured.body["input"][-1]["output"])
+    assert dirty["transcript_source"] == "served session", dirty
+    assert dirty["transcript"] == str(codex_rollout(tui.home.root / "sessions", old))

@@ -1,4 +1,5 @@
-"""runtime.paths: the cwd -> project folder rule and the newest session transcript."""
+"""runtime.paths: the cwd -> project folder rule, the newest session transcript and a Codex
+thread's rollout."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.paths import encode_project_dir, latest_transcript, project_dir_for
+from runtime.paths import codex_rollout, encode_project_dir, latest_transcript, project_dir_for
 
 
 @pytest.mark.parametrize(
@@ -43,3 +44,16 @@ def test_latest_transcript_is_the_newest_top_level_session(tmp_path: Path) -> No
 def test_latest_transcript_is_none_for_an_empty_or_missing_folder(tmp_path: Path) -> None:
     assert latest_transcript(tmp_path) is None
     assert latest_transcript(tmp_path / "missing") is None
+
+
+def test_a_codex_thread_s_rollout_is_found_in_any_folder_by_its_name_end(tmp_path: Path) -> None:
+    thread = "01a24632-6827-7a52-8813-53ab6b6ff12b"
+    dated = tmp_path / "2026" / "12" / "03"
+    dated.mkdir(parents=True)
+    rollout = dated / f"rollout-2026-12-03T10-00-00-{thread}.jsonl"
+    rollout.write_text("{}\n")
+    (dated / f"rollout-2026-12-03T11-00-00-{thread}_01a24633-0000.jsonl").write_text("{}\n")
+    assert codex_rollout(tmp_path, thread) == rollout  # a revision file is not the rollout
+    assert codex_rollout(tmp_path, "01a24632-0000-7000-8000-000000000000") is None
+    for junk in ("", None, "*", "../x", "[0-9]*"):
+        assert codex_rollout(tmp_path, junk) is None

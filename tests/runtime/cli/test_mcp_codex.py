@@ -3,7 +3,8 @@
 A stand-in codex (the interpreter under a program named ``codex``, with its own CODEX_HOME)
 takes real flocks on thread-writer lock files and starts the "MCP server" process whose
 ancestors are walked — the shape Codex 0.169.0 has: the native ``codex`` spawns its stdio MCP
-servers as children and holds the thread's lock itself.
+servers as children and holds the thread's lock itself. ``dirty`` and ``plan`` then read that
+thread's rollout, wherever it sits under ``$CODEX_HOME/sessions``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli.mcp import claude_session_id
+from runtime.cli.mcp import claude_session_id, served_transcript
+from runtime.config import load_config
+from runtime.engine import report
+from tests.runtime.codex_rollouts import Rollout
 
 THREAD = "01a24632-6827-7a52-8813-53ab6b6ff12b"
 FORKED = "01a24632-68b8-77c3-9739-46f5a0d8fa6d"
@@ -68,3 +72,34 @@ def test_a_codex_holding_two_threads_after_a_fork_serves_none(standin, tmp_path:
 def test_a_codex_that_holds_no_thread_serves_none(standin, tmp_path: Path) -> None:
     server = standin()
     assert claude_session_id(server, tmp_path / "no-claude") is None
+
+
+def test_dirty_and_plan_under_a_codex_read_its_thread_not_the_newest_rollout(
+        standin, tmp_path: Path) -> None:
+    sessions = tmp_path / "home" / "sessions"
+    served = Rollout(THREAD)
+    served.start(harness=True)
+    served.user("fix the build")
+    served.tool_round()
+    served.assistant("built")
+    served.end("built")
+    own = served.write(sessions / "2026" / "12" / "03")
+    # after a rolled-back rebuild the abandoned candidate is the newest rollout
+    abandoned = Rollout(FORKED)
+    abandoned.exchange("fix the build", "built")
+    newer = abandoned.write(sessions / "2026" / "12" / "05")
+    os.utime(own, (1_700_000_000, 1_700_000_000))
+    config_file = tmp_path / "threadline.toml"
+    config_file.write_text(f'agent = "codex"\ncodex_home = "{sessions.parent}"\n'
+                           f'project_dir = "{sessions}"\nstate_dir = "{tmp_path}/state"\n')
+    config = load_config(config_file)
+
+    thread = claude_session_id(standin(THREAD), tmp_path / "no-claude")
+    path, source = served_transcript(None, config, thread)
+    assert (path, source) == (str(own), "served session")
+    assert report.dirty_report(path, config)["noise_bytes"] > 0  # the tool round is noise
+    assert served_transcript(str(newer), config, thread) == (str(newer), "argument")
+    # a thread with no rollout (the TUI's title thread) falls back to the newest, and says so
+    assert served_transcript(None, config, "01a24632-0000-7000-8000-000000000000")[1] == (
+        "newest in project_dir (served session 01a24632-0000-7000-8000-000000000000 has no "
+        "transcript there)")
