@@ -65,7 +65,7 @@ T = TypeVar("T")
 Transcript = Annotated[
     str | None,
     Field(description="Path of a session transcript (.jsonl) inside project_dir; "
-                      "default: the session of the claude that runs this server."),
+                      "default: the session of the claude or codex that runs this server."),
 ]
 OperationId = Annotated[str, Field(description="Operation id, as returned by a request.")]
 
@@ -159,8 +159,9 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
         SERVER_NAME,
         version=server_version(),
         instructions=(
-            "Threadline rebuilds this long-running Claude Code session onto a clean session "
-            "file that keeps every human and assistant word and drops tool noise. Read-only: "
+            "Threadline rebuilds this long-running Claude Code or Codex session onto a clean "
+            "session file that keeps every human and assistant word and drops tool noise. "
+            "Read-only: "
             "thread_rebuild_doctor, _dirty, _plan, _status. Writing tools need the human's "
             "confirmation word: request (REBUILD), cancel (CANCEL), rollback_request (ROLLBACK). "
             "A request only registers the rebuild; the switch happens after your turn ends."
@@ -226,7 +227,8 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
         """Register a rebuild of this session once the human said REBUILD; switches after this turn.
 
         Only records a pending operation bound to this session, then reply normally: when your
-        turn ends, the Stop hook builds the clean session and switches to it.
+        turn ends, the end-of-turn trigger (Claude Code's Stop hook, Codex's notify) builds the
+        clean session and switches to it.
         """
         from runtime.switch import ops
 
