@@ -26,12 +26,12 @@ from provision.cli import main
 from runtime.paths import codex_rollout
 from runtime.procfs import codex_writer_locks
 from runtime.switch.store import Store
-from tests.e2e.codex_cli import CodexHome, codex_bin  # noqa: F401 - pytest fixture
+from tests.e2e.codex_cli import codex_bin  # noqa: F401 - pytest fixture
 from tests.e2e.codex_fake_api import Call, CodexFakeApi, Cue, Request, mcp_output, reply_text
 from tests.e2e.codex_tui import INPUT_HINT, CodexTui
-from tests.e2e.test_codex_provision import host_profile
+from tests.e2e.test_codex_provision import host_profile, tui  # noqa: F401 - fixture
 from tests.e2e.test_codex_switch import NOT_SPEECH, RUNNING, input_texts
-from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
+from tests.fixtures.tmux import tmux_server, wait_for  # noqa: F401 - fixture
 
 MCP = "mcp__threadline"
 TOOL_MARK = "TOOL-OUTPUT-42"  # only in the command's output: its argv says $((6*7))
@@ -59,15 +59,6 @@ def api() -> Iterator[CodexFakeApi]:
     assert fake.errors == []
 
 
-@pytest.fixture
-def tui(tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
-        tmux_server: TmuxServer) -> Iterator[CodexTui]:  # noqa: F811
-    home = CodexHome.create(tmp_path / "codex-home", codex_bin, api.url)
-    driver = CodexTui(home, tmux_server)
-    yield driver
-    driver.close()
-
-
 def first_request(api: CodexFakeApi, session: str, after: int, text: str) -> Request:
     """The first request of ``session`` since request ``after`` whose input has ``text``."""
     found = wait_for(lambda: next((r for r in api.requests[after:] if r.session_id == session
@@ -83,15 +74,24 @@ def call_results(api: CodexFakeApi, session: str, after: int) -> list[Request]:
             and (r.body.get("input") or [{}])[-1].get("type") == "function_call_output"]
 
 
-def queue(tui: CodexTui, thread: str, message: str) -> None:
+def queued_turn(api: CodexFakeApi, tui: CodexTui,  # noqa: F811 - not the fixture
+                thread: str, message: str) -> Request:
+    """``codex queue --thread THREAD --message MESSAGE``; the request the running TUI then
+    sends for it (a turn of THREAD triggered by the queue), once its reply is on screen."""
+    before = len(api.requests)
     done = subprocess.run([str(tui.home.binary), "queue", "--thread", thread, "--message",
                            message], env=tui.home.env(), capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 0 and f"for thread {thread}." in done.stdout, done.stderr[-2000:]
+    request = first_request(api, thread, before, message)
+    assert request.metadata.get("turn_trigger") == "queue"
+    wait_for(lambda: reply_text(request.index) in tui.capture(), timeout=60,
+             what=f"the reply to the queued {message!r}")
+    return request
 
 
 def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
-        tmp_path: Path, tui: CodexTui, api: CodexFakeApi,
+        tmp_path: Path, tui: CodexTui, api: CodexFakeApi,  # noqa: F811 - fixture
         capsys: pytest.CaptureFixture[str]) -> None:
     tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
     tui.start(tui.argv(*OPTIONS), extra_env=tmux_env)
@@ -108,12 +108,7 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
     tui.type_prompt("now run the listing please")
     wait_for(lambda: "the listing ran fine" in tui.capture(), timeout=60, what="the tool turn")
     # a message queued from outside, run as a turn of the old thread
-    before = len(api.requests)
-    queue(tui, old, "a queued note: the key is under the mat")
-    queued = first_request(api, old, before, "the key is under the mat")
-    assert queued.metadata.get("turn_trigger") == "queue"
-    wait_for(lambda: reply_text(queued.index) in tui.capture(), timeout=60,
-             what="the queued turn's reply")
+    queued = queued_turn(api, tui, old, "a queued note: the key is under the mat")
 
     # the model asks for the rebuild over MCP; the end of that turn switches the pane
     before = len(api.requests)
@@ -154,12 +149,7 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
              what="the new thread's reply")
 
     # a message queued after the switch reaches the new thread
-    before = len(api.requests)
-    queue(tui, new, "after the switch: one more note")
-    late = first_request(api, new, before, "after the switch: one more note")
-    assert late.metadata.get("turn_trigger") == "queue"
-    wait_for(lambda: reply_text(late.index) in tui.capture(), timeout=60,
-             what="the late queued turn's reply")
+    queued_turn(api, tui, new, "after the switch: one more note")
     wait_for(lambda: "watch_ended" in [e["phase"] for e in store.events(op_id)], timeout=60,
              what="the watch to end")
 
