@@ -70,5 +70,7 @@ def cmd_accept(args: Any, profile: Profile, host: Host) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
-        print(report.table(verbose=args.verbose))
+        from runtime.cli.render import use_colour
+
+        print(report.table(verbose=args.verbose, colour=use_colour()))
     return report.exit_code

@@ -139,3 +139,88 @@ def test_every_subcommand_has_a_description_and_an_example_in_its_help() -> None
         examples = text.split("examples:\n", 1)[1].splitlines()
         assert examples and all(line.startswith(f"  tl-provision {name} ") for line in examples)
         assert "--debug" in text, name
+
+
+def run_on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 60.0
+                      ) -> tuple[int, str]:
+    """Run ``argv`` with its stdout a pseudo-terminal; its exit status and what it printed."""
+    import os
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: replace it at once, whatever happens
+        try:
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([fd], [], [], deadline - time.monotonic())[0]:
+                break
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+
+
+def unreachable_tmux_profile(tmp_path: Path) -> Path:
+    """A profile whose pane cannot be found (its own socket name under a private TMUX_TMPDIR):
+    HostFacts is ok, LaunchCommand fails, everything after it is skipped — nothing is
+    written, and no tmux server is started (list-panes starts none)."""
+    import getpass
+
+    profile = tmp_path / "host.yml"
+    profile.write_text(
+        f"host: box\nclaude: {{user: {getpass.getuser()}, home: {tmp_path / 'home'}}}\n"
+        "door: {kind: tmux, tmux: {target: 'nope:0.0', socket_name: tl-colour-test}}\n"
+        f"install: {{config_path: {tmp_path / 'cfg.toml'}, state_dir: {tmp_path / 'st'}}}\n")
+    (tmp_path / "tmux").mkdir()
+    (tmp_path / "home").mkdir()
+    return profile
+
+
+@pytest.mark.real_tmux
+def test_apply_on_a_terminal_colours_its_lines_like_ansible_and_no_color_or_a_pipe_does_not(
+        tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    profile = unreachable_tmux_profile(tmp_path)
+    tl = str(Path(sys.executable).with_name("tl-provision"))
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env["TMUX_TMPDIR"] = str(tmp_path / "tmux")
+    rc, out = run_on_a_terminal([tl, "apply", "--check", str(profile)], env)
+    lines = out.splitlines()
+    assert rc == 2
+    assert lines[0].startswith("\x1b[32mok: [box] HostFacts — door tmux; user ")
+    assert lines[1].startswith("\x1b[31mfailed: [box] LaunchCommand — tmux list-panes failed")
+    assert lines[1].endswith("\x1b[0m")
+    assert lines[2] == ("\x1b[36mskipped: [box] ResumeCommand — LaunchCommand failed; "
+                        "nothing after it ran\x1b[0m")
+    assert lines[-1] == ("\x1b[31mbox\x1b[0m : \x1b[32mok=1\x1b[0m changed=0 "
+                         "\x1b[31mfailed=1\x1b[0m \x1b[36mskipped=14\x1b[0m")
+    rc, plain = run_on_a_terminal([tl, "apply", "--check", str(profile)],
+                                  {**env, "NO_COLOR": "1"})
+    assert rc == 2 and "\x1b[" not in plain
+    assert plain.splitlines()[-1] == "box : ok=1 changed=0 failed=1 skipped=14"
+    piped = subprocess.run([tl, "apply", "--check", str(profile)], env=env, timeout=60,
+                           capture_output=True, text=True, check=False)
+    assert piped.returncode == 2 and "\x1b[" not in piped.stdout
+    assert [x.split(" — ")[0] for x in piped.stdout.splitlines()[:3]] == [
+        "ok: [box] HostFacts", "failed: [box] LaunchCommand", "skipped: [box] ResumeCommand"]
+    rc, as_json = run_on_a_terminal([tl, "apply", "--check", "--json", str(profile)], env)
+    assert rc == 2 and "\x1b[" not in as_json
+    assert json.loads(as_json)["recap"] == {"ok": 1, "changed": 0, "failed": 1, "skipped": 14}
