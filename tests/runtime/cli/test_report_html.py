@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from runtime.cli import main
-from runtime.cli.report_chart import MAX_BARS, bucketed
 from runtime.cli.render import size
+from runtime.cli.report_chart import MAX_BARS, bucketed
 from runtime.cli.report_html import gather, page
 from runtime.config import Config
 from runtime.engine.report import dirty_report
