@@ -17,6 +17,14 @@ from runtime.cli.render import use_colour
 PROG = "tl-provision"
 
 
+def emit_json(data: dict) -> None:
+    """A ``--json`` result on stdout, ``schema_version`` first (as tl-rebuild's)."""
+    from runtime.cli.output import SCHEMA_VERSION
+
+    print(json.dumps({"schema_version": SCHEMA_VERSION, **data}, indent=2, ensure_ascii=False,
+                     default=str))
+
+
 def apply_tasks(restart_claude: bool = False) -> list:
     """The ordered task list of ``apply``."""
     from provision.tasks.codex_config import CodexConfig
@@ -71,7 +79,7 @@ def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
         if args.command == "introspect":
             data["launch"] = ctx.launch.to_dict() if ctx.launch else None
             data["resume_argv"] = list(ctx.resume_argv) if ctx.resume_argv else None
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        emit_json(data)
     else:
         print(engine.format_recap(report, colour))
     return report.exit_code
@@ -95,7 +103,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
     host = _host(profile)
     findings = check_drift(host, profile)
     if args.json:
-        print(json.dumps(findings_json(findings), indent=2, ensure_ascii=False))
+        emit_json(findings_json(findings))
         return 1 if findings else 0
     colour = use_colour()
     if args.verbose:
@@ -113,7 +121,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.profile)
     if args.json:
-        print(json.dumps({"host": profile.host, "valid": True}))
+        emit_json({"host": profile.host, "valid": True})
     else:
         print(f"{args.profile}: valid host profile for {profile.host}")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,9 @@ def test_validate_accepts_a_valid_profile_and_touches_nothing(tmp_path: Path, ca
                        "door: {kind: tmux, tmux: {target: 'x:0.0'}}\n"
                        "install: {config_path: /nonexistent/c.toml, state_dir: /nonexistent/s}\n")
     assert main(["validate", "--json", str(profile)]) == 0
-    assert capsys.readouterr().out.strip() == '{"host": "h", "valid": true}'
+    out = capsys.readouterr().out
+    assert json.loads(out) == {"schema_version": 1, "host": "h", "valid": True}
+    assert out.startswith('{\n  "schema_version": 1,')  # the first key, as tl-rebuild's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["host.yml"]
 
 
@@ -193,7 +196,6 @@ def unreachable_tmux_profile(tmp_path: Path) -> Path:
 @pytest.mark.real_tmux
 def test_apply_on_a_terminal_colours_its_lines_like_ansible_and_no_color_or_a_pipe_does_not(
         tmp_path: Path) -> None:
-    import json
     import os
     import subprocess
     import sys
@@ -223,4 +225,6 @@ def test_apply_on_a_terminal_colours_its_lines_like_ansible_and_no_color_or_a_pi
         "ok: [box] HostFacts", "failed: [box] LaunchCommand", "skipped: [box] ResumeCommand"]
     rc, as_json = run_on_a_terminal([tl, "apply", "--check", "--json", str(profile)], env)
     assert rc == 2 and "\x1b[" not in as_json
-    assert json.loads(as_json)["recap"] == {"ok": 1, "changed": 0, "failed": 1, "skipped": 14}
+    report = json.loads(as_json)
+    assert report["recap"] == {"ok": 1, "changed": 0, "failed": 1, "skipped": 14}
+    assert list(report)[:2] == ["schema_version", "host"] and report["schema_version"] == 1
