@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from provision.cli import main
+from tests.fixtures.terminal import stdout_on_a_terminal
 
 
 def test_invalid_profile_lists_every_problem_and_exits_2(tmp_path: Path, capsys) -> None:
@@ -144,39 +145,6 @@ def test_every_subcommand_has_a_description_and_an_example_in_its_help() -> None
         assert "--debug" in text, name
 
 
-def run_on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 60.0
-                      ) -> tuple[int, str]:
-    """Run ``argv`` with its stdout a pseudo-terminal; its exit status and what it printed."""
-    import os
-    import pty
-    import select
-    import time
-
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: replace it at once, whatever happens
-        try:
-            os.execve(argv[0], argv, env)
-        finally:
-            os._exit(127)
-    out = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if not select.select([fd], [], [], deadline - time.monotonic())[0]:
-                break
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-    finally:
-        os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
-
-
 def unreachable_tmux_profile(tmp_path: Path) -> Path:
     """A profile whose pane cannot be found (its own socket name under a private TMUX_TMPDIR):
     HostFacts is ok, LaunchCommand fails, everything after it is skipped — nothing is
@@ -204,7 +172,7 @@ def test_apply_on_a_terminal_colours_its_lines_like_ansible_and_no_color_or_a_pi
     tl = str(Path(sys.executable).with_name("tl-provision"))
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env["TMUX_TMPDIR"] = str(tmp_path / "tmux")
-    rc, out = run_on_a_terminal([tl, "apply", "--check", str(profile)], env)
+    rc, out, _ = stdout_on_a_terminal([tl, "apply", "--check", str(profile)], env)
     lines = out.splitlines()
     assert rc == 2
     assert lines[0].startswith("\x1b[32mok: [box] HostFacts — door tmux; user ")
@@ -214,8 +182,8 @@ def test_apply_on_a_terminal_colours_its_lines_like_ansible_and_no_color_or_a_pi
                         "nothing after it ran\x1b[0m")
     assert lines[-1] == ("\x1b[31mbox\x1b[0m : \x1b[32mok=1\x1b[0m changed=0 "
                          "\x1b[31mfailed=1\x1b[0m \x1b[36mskipped=14\x1b[0m")
-    rc, plain = run_on_a_terminal([tl, "apply", "--check", str(profile)],
-                                  {**env, "NO_COLOR": "1"})
+    rc, plain, _ = stdout_on_a_terminal([tl, "apply", "--check", str(profile)],
+                                        {**env, "NO_COLOR": "1"})
     assert rc == 2 and "\x1b[" not in plain
     assert plain.splitlines()[-1] == "box : ok=1 changed=0 failed=1 skipped=14"
     piped = subprocess.run([tl, "apply", "--check", str(profile)], env=env, timeout=60,
@@ -223,7 +191,7 @@ def test_apply_on_a_terminal_colours_its_lines_like_ansible_and_no_color_or_a_pi
     assert piped.returncode == 2 and "\x1b[" not in piped.stdout
     assert [x.split(" — ")[0] for x in piped.stdout.splitlines()[:3]] == [
         "ok: [box] HostFacts", "failed: [box] LaunchCommand", "skipped: [box] ResumeCommand"]
-    rc, as_json = run_on_a_terminal([tl, "apply", "--check", "--json", str(profile)], env)
+    rc, as_json, _ = stdout_on_a_terminal([tl, "apply", "--check", "--json", str(profile)], env)
     assert rc == 2 and "\x1b[" not in as_json
     report = json.loads(as_json)
     assert report["recap"] == {"ok": 1, "changed": 0, "failed": 1, "skipped": 14}
