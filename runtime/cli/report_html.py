@@ -272,7 +272,7 @@ def ledger_section(report: Report) -> list[str]:
            f"<th>of the noise</th></tr>{rows}"
            f'<tr><th>noise</th><th class="n">{report.dirty["noise_bytes"]}</th>'
            f'<th class="n">{render.size(report.dirty["noise_bytes"])}</th><th></th></tr>'
-           f'<tr><td>conversation (carried)</td><td class="n">'
+           f'<tr><td>conversation (its transcript lines)</td><td class="n">'
            f'{report.dirty["conversation_bytes"]}</td>'
            f'<td class="n">{render.size(report.dirty["conversation_bytes"])}</td><td></td></tr>'
            "</table>"]
@@ -287,7 +287,8 @@ def ledger_section(report: Report) -> list[str]:
             else '<p class="empty">nothing carried: nothing to chart</p>',
             f'<p>the utterances a rebuild carries: <span id="carried-bytes" data-bytes='
             f'"{carried}">{render.size(carried)}</span> of text ({carried} bytes, UTF-8) in '
-            f"{len(report.utterances)} utterances</p>", "</section>"]
+            f"{len(report.utterances)} utterances (their lines in the transcript: "
+            f"{render.size(report.dirty['conversation_bytes'])})</p>", "</section>"]
     return out
 
 
