@@ -12,8 +12,17 @@ import sys
 from collections.abc import Sequence
 
 from provision.errors import ProvisionError
+from runtime.cli.render import use_colour
 
 PROG = "tl-provision"
+
+
+def emit_json(data: dict) -> None:
+    """A ``--json`` result on stdout, ``schema_version`` first (as tl-rebuild's)."""
+    from runtime.cli.output import SCHEMA_VERSION
+
+    print(json.dumps({"schema_version": SCHEMA_VERSION, **data}, indent=2, ensure_ascii=False,
+                     default=str))
 
 
 def apply_tasks(restart_claude: bool = False) -> list:
@@ -55,13 +64,14 @@ def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
 
     profile = load_profile(args.profile)
     ctx = Context(profile, check=check)
+    colour = use_colour()
 
     def show(result) -> None:
         if not args.json:
             # introspect's evidence and token table are what it is asked for: always shown
             verbose = 1 if args.command == "introspect" else args.verbose
             print(engine.format_result(result, profile.host, getattr(args, "diff", False),
-                                       verbose), flush=True)
+                                       verbose, colour), flush=True)
 
     report = engine.run(tasks, _host(profile), ctx, on_result=show)
     if args.json:
@@ -69,9 +79,9 @@ def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
         if args.command == "introspect":
             data["launch"] = ctx.launch.to_dict() if ctx.launch else None
             data["resume_argv"] = list(ctx.resume_argv) if ctx.resume_argv else None
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        emit_json(data)
     else:
-        print(engine.format_recap(report))
+        print(engine.format_recap(report, colour))
     return report.exit_code
 
 
@@ -84,18 +94,25 @@ def cmd_introspect(args: argparse.Namespace) -> int:
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
-    from provision.drift import check_drift, findings_json
+    from provision.drift import check_drift, evidence, findings_json
     from provision.profile import load_profile
+    from provision.tasks.manifest import load_manifest
+    from runtime.cli.render import ansi
 
     profile = load_profile(args.profile)
-    findings = check_drift(_host(profile), profile)
+    host = _host(profile)
+    findings = check_drift(host, profile)
     if args.json:
-        print(json.dumps(findings_json(findings), indent=2, ensure_ascii=False))
-    else:
-        for finding in findings:
-            print("\n".join(finding.lines()))
-        print(f"{profile.host} : drift={len(findings)}" if findings else
-              f"{profile.host} : no drift since the last apply")
+        emit_json(findings_json(findings))
+        return 1 if findings else 0
+    colour = use_colour()
+    if args.verbose:
+        print("\n".join(evidence(load_manifest(host, profile), profile.install.manifest_path)))
+    for finding in findings:
+        print("\n".join(finding.lines(args.verbose, colour)))
+    recap = (f"{profile.host} : drift={len(findings)}" if findings else
+             f"{profile.host} : no drift since the last apply")
+    print(ansi(recap, "yellow" if findings else "green") if colour else recap)
     return 1 if findings else 0
 
 
@@ -104,7 +121,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.profile)
     if args.json:
-        print(json.dumps({"host": profile.host, "valid": True}))
+        emit_json({"host": profile.host, "valid": True})
     else:
         print(f"{args.profile}: valid host profile for {profile.host}")
     return 0
@@ -136,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
                    f"tl-provision apply {host}",
                    f"tl-provision apply {host} --restart-claude"]),
         "drift": (cmd_drift, "compare the machine with the last apply (exit 0 clean, 1 drift)",
-                  [f"tl-provision drift {host}"]),
+                  [f"tl-provision drift {host}",
+                   f"tl-provision drift {host} -v   # what was compared, whole diffs"]),
         "accept": (cmd_accept, "post-install acceptance checklist (exit 0 all pass, 1 a fail)",
                    [f"tl-provision accept {host}", f"tl-provision accept {host} --drill",
                     f"tl-provision accept {host} --live --confirm REBUILD"]),
@@ -146,10 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("profile", metavar="HOST.yml")
         cmd.add_argument("--json", action="store_true", help="JSON report on stdout")
         cmd.set_defaults(func=func, verbose=0)
-        if name in ("apply", "accept"):
+        if name in ("apply", "accept", "drift"):
             cmd.add_argument("-v", "--verbose", action="count", default=0,
                              help="also print the evidence of what passed (apply: the launch "
-                                  "evidence, the launch/resume token table, what was read)")
+                                  "evidence, the launch/resume token table, what was read; "
+                                  "drift: the manifest's values compared, whole diffs)")
         if name == "apply":
             cmd.add_argument("--check", action="store_true", help="change nothing; say what "
                              "would change")

@@ -40,7 +40,7 @@ from provision.tasks.manifest import (
 )
 from runtime.doors.kind import DoorKind
 
-DIFF_LINES = 60  # an edited managed file's diff is cut here, with a "… N more lines" tail
+DIFF_LINES = 20  # an edited managed file's diff is cut here without -v ("… N more lines")
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,18 @@ class Finding:
     def line(self) -> str:
         return f"DRIFT {self.check}: {self.before} → {self.after}"
 
-    def lines(self) -> list[str]:
-        """The finding line, then its diff (if any) indented under it."""
-        return [self.line(), *(f"    {x}" for x in self.diff)]
+    def lines(self, verbose: int = 0, colour: bool = False) -> list[str]:
+        """The finding line, then its diff (if any) indented under it: its first
+        ``DIFF_LINES`` lines, the whole of it with ``verbose``."""
+        from provision.engine import diff_line
+        from runtime.cli.render import ansi
+
+        diff = list(self.diff)
+        if not verbose and len(diff) > DIFF_LINES:
+            diff = [*diff[:DIFF_LINES], f"… {len(diff) - DIFF_LINES} more lines (-v shows "
+                                        "the whole diff)"]
+        head = ansi(self.line(), "yellow") if colour else self.line()
+        return [head, *(f"    {diff_line(x, colour)}" for x in diff)]
 
 
 def _join(argv: tuple[str, ...] | list[str]) -> str:
@@ -316,15 +325,41 @@ def _recorded_content(host: Host, ctx: Context, recorded: Recorded, path: str,
     return None
 
 
-def file_diff(path: str, before: bytes, after: bytes, limit: int = DIFF_LINES) -> tuple[str, ...]:
-    """``difflib.unified_diff`` of the recorded content vs the file now, cut at ``limit``."""
+def file_diff(path: str, before: bytes, after: bytes, limit: int | None = None
+              ) -> tuple[str, ...]:
+    """``difflib.unified_diff`` of the recorded content vs the file now (cut at ``limit``)."""
     lines = list(difflib.unified_diff(
         before.decode("utf-8", "replace").splitlines(),
         after.decode("utf-8", "replace").splitlines(),
         f"{path} (last apply)", f"{path} (now)", lineterm=""))
-    if len(lines) > limit:
+    if limit is not None and len(lines) > limit:
         lines = [*lines[:limit], f"… {len(lines) - limit} more lines"]
     return tuple(lines)
+
+
+def evidence(recorded: Recorded, manifest_path: str) -> list[str]:
+    """What ``drift -v`` prints first: the manifest it compared the machine with, and each
+    value recorded there (environment values as digests, as the manifest holds them)."""
+    rows = [("launch", f"{recorded.launch_source}: {_join(recorded.launch_argv)}"),
+            ("resume argv", _join(recorded.resume_argv)), ("workdir", recorded.workdir),
+            ("channel flags", _join(recorded.channel_flags) or "none"),
+            ("binary", f"{recorded.binary} ({recorded.binary_version})"),
+            *(("managed file", f"{path} sha256 {digest[:12]}…") for path, digest in recorded.files),
+            ("Stop hook", recorded.hook_command or "not managed"),
+            ("MCP server", recorded.mcp or "not managed"),
+            ("session store", recorded.session_store)]
+    if recorded.tmux is not None:
+        rows.append(("tmux wiring", f"remain-on-exit {recorded.tmux.remain_on_exit}, respawn "
+                                    f"hooks: {'; '.join(recorded.tmux.respawn_hooks) or 'none'}"))
+    if recorded.unit is not None:
+        rows.append(("unit", f"{recorded.unit.fragment or 'none'}, drop-ins: "
+                             f"{', '.join(recorded.unit.drop_ins) or 'none'}"))
+    if recorded.environment is not None:
+        rows.append(("environment", ", ".join(f"{k} {v}" for k, v in recorded.environment)
+                     or "none carried"))
+    width = max(len(name) for name, _ in rows)
+    return [f"compared with the last apply's manifest {manifest_path}:",
+            *(f"    {name.ljust(width)}  {value}" for name, value in rows)]
 
 
 def findings_json(findings: list[Finding]) -> dict[str, object]:

@@ -15,6 +15,7 @@ from provision.actions import Action, Task
 from provision.errors import ProvisionError
 from provision.host import Host
 from provision.result import Context, Report, Status, TaskResult
+from runtime.cli.render import ansi
 
 Callback = Callable[[TaskResult], None]
 
@@ -88,22 +89,50 @@ def run(tasks: Sequence[Task], host: Host, ctx: Context,
     return Report(ctx.host, tuple(results), ctx.check)
 
 
-def format_result(result: TaskResult, host: str, show_diff: bool, verbose: int = 0) -> str:
+# Ansible's colours: what a status means is seen before it is read
+STATUS_COLOUR = {Status.OK: "green", Status.CHANGED: "yellow", Status.FAILED: "red",
+                 Status.SKIPPED: "cyan"}
+DIFF_COLOUR = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def format_result(result: TaskResult, host: str, show_diff: bool, verbose: int = 0,
+                  colour: bool = False) -> str:
     """``ok: [host] Task — message`` plus its warnings, its evidence (the launch evidence, the
     launch/resume token table, what was read) only with ``-v`` or when it failed, and, with
-    --diff, the diff."""
-    lines = [f"{result.status.value}: [{host}] {result.task} — {result.message}"]
+    --diff, the diff. ``colour``: the task line in its status's colour, diff lines in theirs
+    (the caller decides: a terminal, ``NO_COLOR`` unset)."""
+    head = f"{result.status.value}: [{host}] {result.task} — {result.message}"
+    lines = [ansi(head, STATUS_COLOUR[result.status]) if colour else head]
     shown = result.notes if verbose or result.status is Status.FAILED \
         else result.notes[result.evidence_notes:]
     lines.extend(f"    {line}" for line in shown)
     if show_diff and result.diff:
-        lines.append(result.diff.rstrip("\n"))
+        lines.extend(diff_line(line, colour) for line in result.diff.rstrip("\n").split("\n"))
     return "\n".join(lines)
 
 
-def format_recap(report: Report) -> str:
+def diff_line(line: str, colour: bool) -> str:
+    """One unified-diff line, coloured by its kind when ``colour``."""
+    if colour:
+        for prefix, name in DIFF_COLOUR:
+            if line.startswith(prefix):
+                return ansi(line, name)
+    return line
+
+
+def format_recap(report: Report, colour: bool = False) -> str:
+    """``PLAY RECAP`` and ``HOST : ok=N changed=N failed=N skipped=N``; with ``colour`` each
+    non-zero counter in its status's colour (ok counts changed too, as Ansible)."""
     title = "PLAY RECAP (check mode) " if report.check else "PLAY RECAP "
-    return f"{title:*<60}\n{report.recap()}"
+    if not colour:
+        return f"{title:*<60}\n{report.recap()}"
+    ok = report.count(Status.OK) + report.count(Status.CHANGED)
+    counters = [("ok", ok, Status.OK)] + [
+        (s.value, report.count(s), s) for s in (Status.CHANGED, Status.FAILED, Status.SKIPPED)]
+    worst = next((s for s in (Status.FAILED, Status.CHANGED) if report.count(s)), Status.OK)
+    cells = [ansi(f"{name}={n}", STATUS_COLOUR[status]) if n else f"{name}={n}"
+             for name, n, status in counters]
+    return f"{title:*<60}\n{ansi(report.host, STATUS_COLOUR[worst])} : {' '.join(cells)}"
 
 
 def report_json(report: Report) -> str:

@@ -20,7 +20,6 @@ raised as ProvisionError (the CLI exits 2).
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from provision.accept.checklist import FAIL, PASS, SKIP, Checklist, Line, Scene, load_scene
@@ -68,7 +67,11 @@ def cmd_accept(args: Any, profile: Profile, host: Host) -> int:
     report = run_accept(profile, host, drill=args.drill, live=args.live, confirm=args.confirm,
                         wait_minutes=args.wait_minutes)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str))
+        from provision.cli import emit_json
+
+        emit_json(report.to_dict())
     else:
-        print(report.table(verbose=args.verbose))
+        from runtime.cli.render import use_colour
+
+        print(report.table(verbose=args.verbose, colour=use_colour()))
     return report.exit_code

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from runtime.config import Config
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+COLOUR = {PASS: "green", FAIL: "red", SKIP: "cyan"}  # as Ansible's ok / failed / skipped
 
 MANIFEST, CONFIG = "manifest readable", "runtime config valid"
 
@@ -47,6 +48,12 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "server channels registered": (MANIFEST, CONFIG),
     "drill scratch ready": (MANIFEST, CONFIG),
     "live requested": (CONFIG,),
+    # a drill that did not activate leaves nothing to judge on the new process, its timeline
+    # or its backup (those lines then name it); the old transcript is judged regardless
+    **{name: ("drill activated",) for name in (
+        "drill pane pid changed", "drill channel flags on the new process",
+        "drill channel servers recognised", "drill timeline complete", "drill backup present",
+        "drill pointer names the new session", "drill scratch unit restarted")},
 }
 
 
@@ -103,6 +110,17 @@ class Checklist:
         else:
             self.add(name, False, evidence)
 
+    def not_reached(self, names: Iterable[str]) -> None:
+        """Lines an earlier failure kept from running at all: ``skip`` naming the first line of
+        this stage that failed; ``fail`` when none did (then not running them is the fault)."""
+        cause = next((x.name for x in self.lines if x.stage == self.stage
+                      and x.status == FAIL), "")
+        for name in names:
+            if cause:
+                self.lines.append(Line(self.stage, name, SKIP, "not reached", cause))
+            else:
+                self.add(name, False, "not reached, and no earlier line failed")
+
     def root_cause(self, name: str) -> str:
         """The failed line that keeps ``name`` from being judged, or ``""``."""
         for needed in NEEDS.get(base_name(name), ()):
@@ -135,23 +153,32 @@ class Checklist:
                 "counts": counts, "numbers": dict(self.numbers),
                 "lines": [line.to_dict() for line in self.lines]}
 
-    def table(self, verbose: int = 0) -> str:
+    def table(self, verbose: int = 0, colour: bool = False) -> str:
         """One line per check, then the recap. A FAIL shows its evidence and what to do; a
-        line skipped because another failed names it; other evidence only with ``verbose``."""
+        line skipped because another failed names it; other evidence only with ``verbose``.
+        ``colour``: each line's status word in its colour (pass green, fail red, skip cyan)."""
+        from runtime.cli.render import ansi
+
         out = []
         for line in self.lines:
             evidence = line.evidence if isinstance(line.evidence, str) else json.dumps(
                 line.evidence, ensure_ascii=False, default=str)
+            status = f"{line.status.upper():4}"
+            status = ansi(status, COLOUR[line.status]) if colour else status
             if line.because:
                 evidence = f"skipped (because '{line.because}' failed)"
             elif not verbose and line.status != FAIL:
-                out.append(f"{line.status.upper():4}  {line.stage:8}  {line.name}")
+                out.append(f"{status}  {line.stage:8}  {line.name}")
                 continue
-            out.append(f"{line.status.upper():4}  {line.stage:8}  {line.name} — {evidence}")
+            out.append(f"{status}  {line.stage:8}  {line.name} — {evidence}")
             if line.status == FAIL and line.hint:
                 out.append(f"{'':16}what to do: {line.hint}")
         data = self.to_dict()["counts"]
-        out.append(f"{self.host} : pass={data[PASS]} fail={data[FAIL]} skip={data[SKIP]}")
+        cells = [f"{name}={data[name]}" for name in (PASS, FAIL, SKIP)]
+        if colour:
+            cells = [ansi(c, COLOUR[n]) if data[n] else c for c, n in zip(
+                cells, (PASS, FAIL, SKIP), strict=True)]
+        out.append(f"{self.host} : {' '.join(cells)}")
         return "\n".join(out)
 
 

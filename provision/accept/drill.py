@@ -93,12 +93,10 @@ def drill_stage(scene: Scene, out: Checklist) -> None:
         if scratch is not None:
             with out.guard("drill error"):
                 (_rebuild_pointer if door is DoorKind.POINTER else _rebuild)(scene, scratch, out)
-            named = {line.name for line in out.lines}
-            wanted = {DoorKind.POINTER: REQUIRED_POINTER,
-                      DoorKind.SYSTEMD: REQUIRED_SYSTEMD}.get(door, REQUIRED)
-            for name in wanted:
-                if name not in named:
-                    out.add(name, False, "not reached: an earlier drill line failed")
+        named = {line.name for line in out.lines}
+        wanted = {DoorKind.POINTER: REQUIRED_POINTER,
+                  DoorKind.SYSTEMD: REQUIRED_SYSTEMD}.get(door, REQUIRED)
+        out.not_reached([name for name in wanted if name not in named])
     finally:
         if scratch is not None:
             cleanup(scene, scratch, out)
@@ -132,11 +130,15 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     record, before = _switch(scene, scratch, out, scratch.run_hook)
     after = unit.main_pid(host) if unit is not None else None
     if unit is not None:
-        out.add("drill scratch unit restarted",
-                main_before is not None and after is not None and after != main_before,
-                {"unit": unit.name, "main_pid_before": main_before, "main_pid_after": after,
-                 "deployment_unit": real_unit, "deployment_main_pid_before": real_before,
-                 "deployment_main_pid_after": main_pid_of(host, real_unit)})
+        restarted = main_before is not None and after is not None and after != main_before
+        unit_evidence = {"unit": unit.name, "main_pid_before": main_before,
+                         "main_pid_after": after, "deployment_unit": real_unit,
+                         "deployment_main_pid_before": real_before,
+                         "deployment_main_pid_after": main_pid_of(host, real_unit)}
+        if restarted or _activated(record):
+            out.add("drill scratch unit restarted", restarted, unit_evidence)
+        else:
+            out.cannot_judge("drill scratch unit restarted", unit_evidence)
     _judge(scene, scratch, out, record, old_pid, old_argv, after)
     _common(scene, scratch, out, record, before)
 
@@ -150,9 +152,12 @@ def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     named = (host.read_bytes(scratch.pointer) or b"").decode("utf-8", "replace").strip()
     project = scratch.transcript.rsplit("/", 1)[0]
     present = bool(new_id) and host.stat(f"{project}/{new_id}.jsonl") is not None
-    out.add("drill pointer names the new session", state == "activated" and named == new_id
-            and present, {"pointer": scratch.pointer, "names": named, "new_session": new_id,
-                          "session_file_present": present})
+    pointer = {"pointer": scratch.pointer, "names": named, "new_session": new_id,
+               "session_file_present": present}
+    if state == "activated":
+        out.add("drill pointer names the new session", named == new_id and present, pointer)
+    else:
+        out.cannot_judge("drill pointer names the new session", pointer)
     # The runner's call runs the worker in the foreground: no worker_spawned line.
     _common(scene, scratch, out, record, before,
             tuple(p for p in PHASES if p != "worker_spawned"))
@@ -189,14 +194,22 @@ def _common(scene: Scene, scratch: Scratch, out: Checklist, record: Any,
     saved = host.read_bytes(backup) if backup else None
     _old_transcript(host, scratch, out, record, before, saved)
     found = host.stat(backup) if backup else None
-    out.add("drill backup present",
-            saved is not None and _sha(saved) == record.fact("source_sha256")
-            and found is not None and found.mode == 0o600,
-            {"backup": backup, "mode": oct(found.mode) if found else None,
-             "sha256": _sha(saved)})
+    kept = {"backup": backup, "mode": oct(found.mode) if found else None, "sha256": _sha(saved)}
+    if backup or _activated(record):  # a switch stopped before the backup made none
+        out.add("drill backup present", saved is not None and found is not None
+                and _sha(saved) == record.fact("source_sha256") and found.mode == 0o600, kept)
+    else:
+        out.cannot_judge("drill backup present", kept)
     phases = [event.get("phase") for event in scratch.events(record.operation_id)]
     absent = [phase for phase in wanted if phase not in phases]
-    out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})
+    if _activated(record):
+        out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})
+    else:  # where it stopped is the failed 'drill activated' line's evidence
+        out.cannot_judge("drill timeline complete", {"phases": phases, "missing": absent})
+
+
+def _activated(record: Any) -> bool:
+    return bool(record.state.value == "activated")
 
 
 def _tl_rebuild(scene: Scene) -> str:
@@ -213,23 +226,25 @@ def _judge(scene: Scene, scratch: Scratch, out: Checklist, record: Any, old_pid:
     The systemd door's identity is the scratch unit's MainPID (``unit_pid``, its tmux)."""
     from runtime.agents.claude import channel_flags
 
-    activated = record.state.value == "activated"
+    activated = _activated(record)
+    judge = out.add if activated else lambda name, _passed, evidence: out.cannot_judge(
+        name, evidence)  # nothing new to judge: skipped, naming 'drill activated'
     after_id = record.fact("identity_after")
     now = scratch.pane_pid(scene.host)
     identity_now = str(unit_pid) if scratch.unit else str(now)
-    out.add("drill pane pid changed", activated and bool(after_id) and now is not None
-            and now != old_pid and identity_now == after_id,
-            {"before": old_pid, "identity_after": after_id, "pane_pid_now": now,
-             **({"unit_main_pid_now": unit_pid} if scratch.unit else {})})
+    judge("drill pane pid changed", bool(after_id) and now is not None and now != old_pid
+          and identity_now == after_id,
+          {"before": old_pid, "identity_after": after_id, "pane_pid_now": now,
+           **({"unit_main_pid_now": unit_pid} if scratch.unit else {})})
     new_argv = claude_argv(now, scene.manifest.binary) if now and scene.manifest else []
     wanted = list(dict.fromkeys([*channel_flags(old_argv),
                                  *channel_flags(scratch.config().switch.channel_flags)]))
     have = channel_flags(new_argv)
     missing = [flag for flag in wanted if flag not in have]
     new_session = record.fact("new_session_id")
-    out.add("drill channel flags on the new process",
-            activated and not missing and bool(new_session) and new_session in new_argv,
-            {"pid": now, "argv": new_argv, "required": wanted, "missing": missing})
+    judge("drill channel flags on the new process",
+          not missing and bool(new_session) and new_session in new_argv,
+          {"pid": now, "argv": new_argv, "required": wanted, "missing": missing})
     _servers_recognised(scratch, out, scratch.events(record.operation_id))
 
 
@@ -243,11 +258,13 @@ def _servers_recognised(scratch: Scratch, out: Checklist,
     status = {name: (found.get(name) or {}).get("status", "not checked") for name in expected}
     bad = {name: s for name, s in status.items() if s != "running"}
     reason = health.get("reason", "") if bad else ""
-    out.add("drill channel servers recognised", bool(health) and not bad and
-            not scratch.no_standin,
-            {"expected": expected, "status": status, "health_reason": reason,
-             "standins": list(scratch.standins),
-             "without_standin": dict(scratch.no_standin)})
+    found_now = {"expected": expected, "status": status, "health_reason": reason,
+                 "standins": list(scratch.standins), "without_standin": dict(scratch.no_standin)}
+    if health or scratch.no_standin:  # what the health check saw, or what it could not see
+        out.add("drill channel servers recognised", bool(health) and not bad
+                and not scratch.no_standin, found_now)
+    else:  # the switch ended before its health check
+        out.cannot_judge("drill channel servers recognised", found_now)
 
 
 def _old_transcript(host: Host, scratch: Scratch, out: Checklist, record: Any, before: bytes,

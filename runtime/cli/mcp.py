@@ -23,7 +23,6 @@ import json
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
 
@@ -32,6 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from runtime import package_version
 from runtime.agents import RunningFacts, codex
 from runtime.cli.mcp_results import (
     CancelResult,
@@ -145,19 +145,11 @@ def served_transcript(transcript: str | None, config: Config,
     return None, "newest in project_dir (no served session found)"
 
 
-def server_version() -> str:
-    """The installed threadline version (what ``serverInfo.version`` says)."""
-    try:
-        return version("threadline")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "0+unknown"
-
-
 def build_server(load: Callable[[], Config]) -> MCPServer:
     """The server with its seven tools; ``load`` returns the runtime config for each call."""
     server: MCPServer = MCPServer(
         SERVER_NAME,
-        version=server_version(),
+        version=package_version(),  # serverInfo.version: the one --version prints
         instructions=(
             "Threadline rebuilds this long-running Claude Code or Codex session onto a clean "
             "session file that keeps every human and assistant word and drops tool noise. "

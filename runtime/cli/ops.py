@@ -172,7 +172,7 @@ def _status(args: argparse.Namespace) -> int:
 
     from runtime.cli import render
 
-    render.write(status_lines(result, datetime.now(UTC), verbose=args.verbose))
+    render.write(status_lines(result, datetime.now(UTC), args.verbose, _again(args)))
     manifest = result.get("manifest")
     if manifest is not None:
         print()
@@ -180,7 +180,8 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def status_lines(full: dict[str, Any], now: Any, verbose: bool = False) -> list[str]:
+def status_lines(full: dict[str, Any], now: Any, verbose: bool = False,
+                 prog: str = "tl-rebuild") -> list[str]:
     """``full`` (``ops.status``) for a person: state, age and failure first, then who and what,
     then one line per phase with its duration; the facts and event fields only ``verbose``."""
     from runtime.cli import render
@@ -191,7 +192,8 @@ def status_lines(full: dict[str, Any], now: Any, verbose: bool = False) -> list[
     created = when(full.get("created_at"))
     age = f", created {span((now - created).total_seconds())} ago" if created else ""
     state = str(full["state"])
-    colour = {"failed": "red", "rolled_back": "red", "done": "green"}.get(state, "yellow")
+    colour = {"activated": "green", "failed": "red", "rolled_back": "red",
+              "cancelled": "cyan"}.get(state, "yellow")
     lines = [f"{render.paint(state, colour)}{age}  (operation {full['operation_id']})"]
     failure = full.get("failure")
     if failure:
@@ -231,7 +233,24 @@ def status_lines(full: dict[str, Any], now: Any, verbose: bool = False) -> list[
                 lines.append(f"  {event.get('at', '')}  {event.get('phase', '')}  {extra}")
     else:
         lines += ["", "(-v for the recorded facts, --json for the whole record)"]
-    return lines
+    return [*lines, status_next(state, str(full["operation_id"]), prog)]
+
+
+def status_next(state: str, op: str, prog: str = "tl-rebuild") -> str:
+    """The last line of ``status``: what the operator can do next in ``state``."""
+    if state in ("pending", "rollback_pending"):
+        return (f"next: it runs after the current turn ends (call it off: "
+                f"{_cli(f'cancel --operation {op}', prog)} --confirm CANCEL)")
+    if state == "activated":
+        return (f"next: nothing to do (back to the old session: "
+                f"{_cli(f'rollback --operation {op}', prog)} --confirm ROLLBACK)")
+    if state in ("failed", "rolled_back"):
+        resumed = "the old session was resumed; " if state == "rolled_back" else ""
+        return (f"next: {resumed}read the failure above and check with {_cli('doctor', prog)} "
+                "before requesting again")
+    if state == "cancelled":
+        return f"next: nothing to do; request a new one when needed: {_cli('request', prog)}"
+    return f"next: it is under way; watch it: {_cli(f'status --operation {op}', prog)}"
 
 
 def _durations(events: list[dict[str, Any]]) -> list[float | None]:

@@ -7,7 +7,9 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-SCHEMA_VERSION = 1  # first key of the --json output of plan, dirty, status, doctor and the ops
+# first key of the --json output of plan, dirty, status, doctor, report and the ops, and of
+# every tl-provision command's
+SCHEMA_VERSION = 1
 
 
 def emit_json(obj: Any, out: TextIO | None = None) -> None:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
-COLOURS = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1"}
+COLOURS = {"green": "32", "red": "31", "yellow": "33", "cyan": "36", "dim": "2", "bold": "1"}
 
 
 def size(nbytes: int | float | None) -> str:
@@ -55,8 +55,11 @@ def use_colour(out: TextIO | None = None) -> bool:
 
 def paint(text: str, colour: str, out: TextIO | None = None) -> str:
     """``text`` in ``colour`` when colour is on for ``out``, else as it is."""
-    if not use_colour(out):
-        return text
+    return ansi(text, colour) if use_colour(out) else text
+
+
+def ansi(text: str, colour: str) -> str:
+    """``text`` wrapped in the ANSI escape of ``colour`` (the caller decided colour is on)."""
     return f"\033[{COLOURS[colour]}m{text}\033[0m"
 
 

@@ -2,10 +2,12 @@
 
 The page shows the dirty ledger as a chart of noise by category over the session's time
 (``runtime.engine.dirty_time`` books each line's bytes at its minute; the totals table is the
-ledger ``plan`` reports), the conversation a rebuild would carry (the candidate's utterances,
-verbatim, HTML-escaped), and the timeline of the given operation, else the session's latest
-one. Inline CSS and SVG only: nothing is fetched, no script runs. Written atomically, 0600
-(it holds the conversation). Imported by the ``report`` sub-command only.
+ledger ``plan`` reports) and beside it, on the same bars, the bytes of the carried
+conversation (each utterance's UTF-8 text at its timestamp's minute), the conversation a
+rebuild would carry (the candidate's utterances, verbatim, HTML-escaped), and the timeline of
+the given operation, else the session's latest one. Inline CSS and SVG only: nothing is
+fetched, no script runs. Written atomically, 0600 (it holds the conversation). Imported by
+the ``report`` sub-command only.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime.cli import render
-from runtime.cli.report_chart import bucketed, legend, svg
+from runtime.cli.report_chart import bucketed, legend, shared, svg
 from runtime.config import Config
-from runtime.engine.dirty_time import MALFORMED
+from runtime.engine.dirty_time import MALFORMED, UNDATED, minute_of
 from runtime.errors import ConfigError, ProcError, TranscriptError
 from runtime.paths import codex_rollout
 
@@ -157,6 +159,32 @@ def check_target(out: str) -> Path:
     return target
 
 
+CARRIED = "carried conversation"  # its series in the shared minutes (not a noise category)
+
+
+def conversation_minutes(utterances: list[Utterance], first: str) -> dict[str, int]:
+    """Minute -> UTF-8 bytes of the utterances said in it; an utterance without a usable
+    timestamp counts at the previous one's minute (the first: at ``first``, the session's
+    first minute)."""
+    out: dict[str, int] = {}
+    minute = first
+    for utt in utterances:
+        minute = minute_of(utt.timestamp) or minute
+        out[minute] = out.get(minute, 0) + len(utt.text.encode("utf-8", "surrogatepass"))
+    return out
+
+
+def charted(report: Report) -> tuple[list[Any], int, str]:
+    """The bars both charts share: noise by category and the carried conversation's bytes."""
+    first = next(iter(report.minutes), UNDATED)
+    return bucketed(shared(report.minutes, conversation_minutes(report.utterances, first),
+                           CARRIED))
+
+
+def carried_bytes(report: Report) -> int:
+    return sum(len(u.text.encode("utf-8", "surrogatepass")) for u in report.utterances)
+
+
 def order_of(report: Report) -> list[str]:
     """Categories with noise, biggest first (the chart stacks them bottom-up in this order)."""
     return [n for n, b in sorted(report.chart_totals.items(), key=lambda kv: -kv[1]) if b]
@@ -164,7 +192,7 @@ def order_of(report: Report) -> list[str]:
 
 def summary(report: Report, path: Path) -> dict[str, Any]:
     """The ``--json`` result: where the page is and the totals it shows."""
-    bars, seconds, _ = bucketed(report.minutes)
+    bars, seconds, _ = charted(report)
     dirty = report.dirty
     return {
         "path": str(path), "transcript": report.transcript, "agent": report.agent,
@@ -173,7 +201,8 @@ def summary(report: Report, path: Path) -> dict[str, Any]:
         "noise_ratio": dirty["noise_ratio"],
         "categories": {n: b for n, b in report.chart_totals.items() if b},
         "chart": {"bucket_seconds": seconds, "bars": len(bars),
-                  "matches_ledger": _matches(report)},
+                  "matches_ledger": _matches(report),
+                  "carried_bytes": sum(bar.get(CARRIED, 0) for _, bar in bars)},
         "operation": (report.operation or {}).get("operation_id"),
     }
 
@@ -230,7 +259,7 @@ def headline(report: Report) -> str:
 
 def ledger_section(report: Report) -> list[str]:
     """The chart, its legend and the totals per category."""
-    bars, _, label = bucketed(report.minutes)
+    bars, _, label = charted(report)
     order = order_of(report)
     noise = report.dirty["noise_bytes"] or 1
     rows = "".join(
@@ -244,14 +273,24 @@ def ledger_section(report: Report) -> list[str]:
            f"<th>of the noise</th></tr>{rows}"
            f'<tr><th>noise</th><th class="n">{report.dirty["noise_bytes"]}</th>'
            f'<th class="n">{render.size(report.dirty["noise_bytes"])}</th><th></th></tr>'
-           f'<tr><td>conversation (carried)</td><td class="n">'
+           f'<tr><td>conversation (its transcript lines)</td><td class="n">'
            f'{report.dirty["conversation_bytes"]}</td>'
            f'<td class="n">{render.size(report.dirty["conversation_bytes"])}</td><td></td></tr>'
            "</table>"]
     if not _matches(report):
         out.append('<p class="warn">the chart\'s per-category totals differ from the ledger '
                    "that plan reports (the table shows the chart\'s)</p>")
-    return out + ["</section>"]
+    out.append("</section>")
+    carried = carried_bytes(report)
+    out += ['<section id="carried"><h2>Carried conversation over time '
+            f"({escape(label)} bars, UTC)</h2>",
+            svg(bars, [CARRIED], render.size, conversation=True) if report.utterances
+            else '<p class="empty">nothing carried: nothing to chart</p>',
+            f'<p>the utterances a rebuild carries: <span id="carried-bytes" data-bytes='
+            f'"{carried}">{render.size(carried)}</span> of text ({carried} bytes, UTF-8) in '
+            f"{len(report.utterances)} utterances (their lines in the transcript: "
+            f"{render.size(report.dirty['conversation_bytes'])})</p>", "</section>"]
+    return out
 
 
 def conversation_section(report: Report) -> list[str]:
@@ -265,8 +304,15 @@ def conversation_section(report: Report) -> list[str]:
         stamp = f" · {escape(utt.stamp)}" if utt.stamp else ""
         out.append(f'<article class="utt {escape(utt.role)}"><header>{escape(utt.role)} · '
                    f"{escape(utt.kind)} · {where} · {escape(utt.timestamp)}{stamp}</header>"
-                   f"<pre>{escape(utt.text)}</pre></article>")
+                   f"<pre>\n{verbatim(utt.text)}</pre></article>")
     return out + ["</section>"]
+
+
+def verbatim(text: str) -> str:
+    """``text`` escaped so a browser's ``<pre>`` holds exactly it: the ``\n`` written after
+    ``<pre>`` is the one newline HTML drops there (a leading one of the text survives), and a
+    carriage return is a character reference (HTML turns a raw CR or CRLF into LF)."""
+    return escape(text).replace("\r", "&#13;")
 
 
 def operation_section(report: Report) -> list[str]:

@@ -31,6 +31,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CORPUS = Path("/work/shared/corpus")
 REPLY_TIMEOUT_S = 30.0
 LOAD_TIMEOUT_S = 30.0
+LEADING = "\n\nstarts with two newlines,\r\nhas a CRLF and ünïcode 🙂"
 HOSTILE = "</script><img src=x onerror=alert(1)><script>fetch('http://127.0.0.1:9/x')</script>"
 
 pytestmark = pytest.mark.skipif(
@@ -154,6 +155,17 @@ def open_page(browser: Browser, page: Path) -> dict[str, Any]:
             "(() => { const s = {}; for (const r of document.querySelectorAll("
             "'svg rect[data-category]')) { const c = r.dataset.category; "
             "s[c] = (s[c] || 0) + Number(r.dataset.bytes); } return s; })()"),
+        "carried": browser.evaluate(
+            "[...document.querySelectorAll('#conversation-chart rect')].reduce("
+            "(n, r) => n + Number(r.dataset.conversationBytes), 0)"),
+        "carried_said": browser.evaluate(
+            "document.getElementById('carried-bytes').dataset.bytes"),
+        # what the page shows of each utterance, measured the way the chart counts it
+        "texts": browser.evaluate(
+            "[...document.querySelectorAll('#conversation pre')].map(p => p.textContent)"),
+        "text_bytes": browser.evaluate(
+            "[...document.querySelectorAll('#conversation pre')].reduce("
+            "(n, p) => n + new TextEncoder().encode(p.textContent).length, 0)"),
         "images": browser.evaluate("document.images.length"),
         "scripts": browser.evaluate("document.scripts.length"),
     }
@@ -194,6 +206,7 @@ def noisy_session(folder: Path) -> Path:
     t.user(HOSTILE)
     t.tool_round(result="x" * 20_000)
     t.assistant("that text is shown as text, not run")
+    t.user(LEADING)
     return t.write(folder / "11111111-2222-3333-4444-555555555555.jsonl")
 
 
@@ -202,7 +215,7 @@ def test_the_page_renders_with_the_ledger_totals_and_makes_no_request_and_no_err
 ) -> None:
     source = noisy_session(tmp_path)
     out = tmp_path / "report.html"
-    tl_rebuild("report", "--html", str(out), "--transcript", str(source))
+    result = tl_rebuild("report", "--html", str(out), "--transcript", str(source))
     seen = open_page(browser, out)
     assert seen["title"] == "Threadline report: session 11111111-2222-3333-4444-555555555555"
     for said in ("please look at the screenshot", "it shows a login form", HOSTILE,
@@ -210,6 +223,12 @@ def test_the_page_renders_with_the_ledger_totals_and_makes_no_request_and_no_err
         assert said in seen["text"]
     assert seen["chart"] == ledger_totals(source)
     assert seen["chart"]["image"] > 40_000 and seen["chart"]["tool_result"] > 20_000
+    said = ["please look at the screenshot", "it shows a login form", HOSTILE,
+            "that text is shown as text, not run", LEADING]
+    assert seen["texts"] == said  # verbatim in the browser: leading newlines and CR kept
+    carried = sum(len(x.encode()) for x in said)
+    assert seen["carried"] == seen["text_bytes"] == carried == result["chart"]["carried_bytes"]
+    assert seen["carried_said"] == str(carried)
     assert seen["images"] == 0 and seen["scripts"] == 0  # the hostile tags stayed text
     assert seen["errors"] == []
     assert seen["requests"] == [out.as_uri()]
@@ -229,6 +248,8 @@ def test_a_real_corpus_transcript_renders_with_its_ledger_totals(
     assert result["chart"]["bars"] > 1  # a session of hours spreads over several bars
     assert seen["errors"] == [] and seen["requests"] == [out.as_uri()]
     assert f"Carried conversation ({result['utterances']} utterances)" in seen["text"]
+    # the conversation chart sums to the bytes of the utterances the browser shows
+    assert seen["carried"] == seen["text_bytes"] == result["chart"]["carried_bytes"] > 0
 
 
 def test_a_codex_rollout_renders_with_its_own_ledger_totals(tmp_path: Path, browser: Browser
@@ -244,5 +265,8 @@ def test_a_codex_rollout_renders_with_its_own_ledger_totals(tmp_path: Path, brow
     assert seen["title"] == f"Threadline report: session {rollout.id}"
     assert all(said in seen["text"] for said in ("build it", "built", HOSTILE, "still text"))
     assert seen["chart"] == ledger_totals(source) and "harness_message" in seen["chart"]
+    assert seen["texts"] == ["build it", "built", HOSTILE, "still text"]
+    assert seen["carried"] == seen["text_bytes"] == sum(
+        len(x.encode()) for x in ("build it", "built", HOSTILE, "still text"))
     assert seen["images"] == 0 and seen["scripts"] == 0
     assert seen["errors"] == [] and seen["requests"] == [out.as_uri()]

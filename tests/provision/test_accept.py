@@ -251,3 +251,43 @@ def test_cli_accept_prints_the_evidence_of_what_passed_only_with_v(
     lines = capsys.readouterr().out.splitlines()
     assert 'PASS  readonly  transcripts > 0 — {"count": 1}' in lines
     assert all(" — " in x for x in lines[:-1])
+
+
+def test_drill_lines_a_failed_step_kept_from_running_are_skipped_naming_it() -> None:
+    report = Checklist("box")
+    report.add("runtime config valid", True, "/etc/tl.toml")
+    report.stage = "drill"
+    report.add("drill scratch ready", True, {"root": "/s"})
+    report.add("drill old claude running", False, {"screen": "No conversation found"})
+    report.not_reached(["drill activated", "drill timeline complete"])
+    assert report.table().splitlines() == [
+        "PASS  readonly  runtime config valid",
+        "PASS  drill     drill scratch ready",
+        "FAIL  drill     drill old claude running — {\"screen\": \"No conversation found\"}",
+        "                what to do: the resume argv does not start in the scratch pane: run it "
+        "by hand in the workdir and read what it prints",
+        "SKIP  drill     drill activated — skipped (because 'drill old claude running' failed)",
+        "SKIP  drill     drill timeline complete — skipped (because 'drill old claude running' "
+        "failed)",
+        "box : pass=2 fail=1 skip=2"]
+    lone = Checklist("box", stage="drill")
+    lone.not_reached(["drill activated"])  # nothing failed: not running it is the fault
+    assert [(x.status, x.evidence) for x in lone.lines] == [
+        (FAIL, "not reached, and no earlier line failed")]
+
+
+def test_after_a_drill_that_did_not_activate_the_new_process_lines_name_it() -> None:
+    report = Checklist("box", stage="drill")
+    report.add("drill activated", False, {"state": "rolled_back"})
+    report.cannot_judge("drill pane pid changed", {"before": 1})
+    report.cannot_judge("drill timeline complete", {"missing": ["activated"]})
+    report.add("drill old transcript byte-identical", True, {})
+    assert [(x.name, x.status, x.because) for x in report.lines[1:]] == [
+        ("drill pane pid changed", SKIP, "drill activated"),
+        ("drill timeline complete", SKIP, "drill activated"),
+        ("drill old transcript byte-identical", PASS, "")]
+    painted = report.table(colour=True).splitlines()
+    assert painted[0].startswith("\x1b[31mFAIL\x1b[0m  drill     drill activated — ")
+    assert painted[2].startswith("\x1b[36mSKIP\x1b[0m  drill     drill pane pid changed — ")
+    assert painted[-1] == ("box : \x1b[32mpass=1\x1b[0m \x1b[31mfail=1\x1b[0m "
+                           "\x1b[36mskip=2\x1b[0m")

@@ -159,6 +159,16 @@ def test_drill_with_a_deaf_resume_argv_is_not_activated(installed: Deployment) -
     state = evidence(report, "drill activated")
     assert state["state"] == "rolled_back"
     assert "server:companion" in state["failure"]["message"]
+    # nothing new to judge on a rolled-back switch: skipped naming it, not a cascade of FAILs
+    skipped = {x.name: x.because for x in report.lines if x.status == SKIP}
+    for name in ("drill pane pid changed", "drill channel flags on the new process",
+                 "drill timeline complete"):
+        assert skipped[name] == "drill activated"
+        assert f"SKIP  drill     {name} — skipped (because 'drill activated' failed)" in \
+            report.table().splitlines()
+    # judged regardless: the copy stayed intact; the health check saw the server missing
+    assert lines["drill old transcript byte-identical"] == PASS
+    assert lines["drill channel servers recognised"] == FAIL
     assert lines["drill no orphans"] == PASS
     kept = Path(evidence(report, "drill scratch ready")["root"])
     assert kept.is_dir()  # kept for the post-mortem when a drill line failed

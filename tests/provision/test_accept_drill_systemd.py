@@ -119,6 +119,9 @@ def test_a_failing_systemd_drill_says_why_and_still_removes_the_scratch_unit(
     assert found["status"] == "fail"
     assert found["evidence"]["status"]["companion"] == "absent"
     assert "channel server(s) not running: companion" in found["evidence"]["health_reason"]
+    for name in ("drill pane pid changed", "drill channel flags on the new process",
+                 "drill timeline complete"):  # nothing new to judge: named, not failed
+        assert (lines[name]["status"], lines[name]["because"]) == ("skip", "drill activated")
     unit = lines["drill scratch ready"]["evidence"]["unit"]
     assert unit.startswith("tl-drill-")
     assert lines["drill no orphans"]["status"] == "pass"

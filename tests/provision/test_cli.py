@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from provision.cli import main
+from tests.fixtures.terminal import stdout_on_a_terminal
 
 
 def test_invalid_profile_lists_every_problem_and_exits_2(tmp_path: Path, capsys) -> None:
@@ -61,7 +63,9 @@ def test_validate_accepts_a_valid_profile_and_touches_nothing(tmp_path: Path, ca
                        "door: {kind: tmux, tmux: {target: 'x:0.0'}}\n"
                        "install: {config_path: /nonexistent/c.toml, state_dir: /nonexistent/s}\n")
     assert main(["validate", "--json", str(profile)]) == 0
-    assert capsys.readouterr().out.strip() == '{"host": "h", "valid": true}'
+    out = capsys.readouterr().out
+    assert json.loads(out) == {"schema_version": 1, "host": "h", "valid": True}
+    assert out.startswith('{\n  "schema_version": 1,')  # the first key, as tl-rebuild's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["host.yml"]
 
 
@@ -139,3 +143,56 @@ def test_every_subcommand_has_a_description_and_an_example_in_its_help() -> None
         examples = text.split("examples:\n", 1)[1].splitlines()
         assert examples and all(line.startswith(f"  tl-provision {name} ") for line in examples)
         assert "--debug" in text, name
+
+
+def unreachable_tmux_profile(tmp_path: Path) -> Path:
+    """A profile whose pane cannot be found (its own socket name under a private TMUX_TMPDIR):
+    HostFacts is ok, LaunchCommand fails, everything after it is skipped — nothing is
+    written, and no tmux server is started (list-panes starts none)."""
+    import getpass
+
+    profile = tmp_path / "host.yml"
+    profile.write_text(
+        f"host: box\nclaude: {{user: {getpass.getuser()}, home: {tmp_path / 'home'}}}\n"
+        "door: {kind: tmux, tmux: {target: 'nope:0.0', socket_name: tl-colour-test}}\n"
+        f"install: {{config_path: {tmp_path / 'cfg.toml'}, state_dir: {tmp_path / 'st'}}}\n")
+    (tmp_path / "tmux").mkdir()
+    (tmp_path / "home").mkdir()
+    return profile
+
+
+@pytest.mark.real_tmux
+def test_apply_on_a_terminal_colours_its_lines_like_ansible_and_no_color_or_a_pipe_does_not(
+        tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    profile = unreachable_tmux_profile(tmp_path)
+    tl = str(Path(sys.executable).with_name("tl-provision"))
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env["TMUX_TMPDIR"] = str(tmp_path / "tmux")
+    rc, out, _ = stdout_on_a_terminal([tl, "apply", "--check", str(profile)], env)
+    lines = out.splitlines()
+    assert rc == 2
+    assert lines[0].startswith("\x1b[32mok: [box] HostFacts — door tmux; user ")
+    assert lines[1].startswith("\x1b[31mfailed: [box] LaunchCommand — tmux list-panes failed")
+    assert lines[1].endswith("\x1b[0m")
+    assert lines[2] == ("\x1b[36mskipped: [box] ResumeCommand — LaunchCommand failed; "
+                        "nothing after it ran\x1b[0m")
+    assert lines[-1] == ("\x1b[31mbox\x1b[0m : \x1b[32mok=1\x1b[0m changed=0 "
+                         "\x1b[31mfailed=1\x1b[0m \x1b[36mskipped=14\x1b[0m")
+    rc, plain, _ = stdout_on_a_terminal([tl, "apply", "--check", str(profile)],
+                                        {**env, "NO_COLOR": "1"})
+    assert rc == 2 and "\x1b[" not in plain
+    assert plain.splitlines()[-1] == "box : ok=1 changed=0 failed=1 skipped=14"
+    piped = subprocess.run([tl, "apply", "--check", str(profile)], env=env, timeout=60,
+                           capture_output=True, text=True, check=False)
+    assert piped.returncode == 2 and "\x1b[" not in piped.stdout
+    assert [x.split(" — ")[0] for x in piped.stdout.splitlines()[:3]] == [
+        "ok: [box] HostFacts", "failed: [box] LaunchCommand", "skipped: [box] ResumeCommand"]
+    rc, as_json, _ = stdout_on_a_terminal([tl, "apply", "--check", "--json", str(profile)], env)
+    assert rc == 2 and "\x1b[" not in as_json
+    report = json.loads(as_json)
+    assert report["recap"] == {"ok": 1, "changed": 0, "failed": 1, "skipped": 14}
+    assert list(report)[:2] == ["schema_version", "host"] and report["schema_version"] == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,44 @@ def test_a_long_diff_is_cut_with_the_count_of_the_lines_left() -> None:
     assert diff[:3] == ("--- /etc/x.toml (last apply)", "+++ /etc/x.toml (now)",
                         "@@ -1,100 +1,100 @@")
     assert diff[3] == "-line 0" and diff[-1] == "… 143 more lines"
+
+
+def test_a_long_diff_shows_its_head_and_the_whole_of_it_only_with_v() -> None:
+    from provision.drift import DIFF_LINES, Finding, file_diff
+
+    before = "".join(f"line {i}\n" for i in range(100)).encode()
+    after = "".join(f"LINE {i}\n" for i in range(100)).encode()
+    diff = file_diff("/etc/x.toml", before, after)
+    assert len(diff) == 203  # ---, +++, one hunk, 100 removed, 100 added: nothing cut
+    finding = Finding("managed file edited: /etc/x.toml", "sha256 a…", "sha256 b…", diff)
+    short = finding.lines()
+    assert short[0] == "DRIFT managed file edited: /etc/x.toml: sha256 a… → sha256 b…"
+    assert short[1:DIFF_LINES + 1] == [f"    {x}" for x in diff[:DIFF_LINES]]
+    assert short[-1] == f"    … {203 - DIFF_LINES} more lines (-v shows the whole diff)"
+    assert finding.lines(verbose=1) == [short[0], *(f"    {x}" for x in diff)]
+    painted = finding.lines(verbose=1, colour=True)
+    assert painted[0] == f"\x1b[33m{short[0]}\x1b[0m"
+    assert painted[4] == "    \x1b[31m-line 0\x1b[0m"
+    assert painted[-1] == "    \x1b[32m+LINE 99\x1b[0m"
+
+
+def test_drift_v_first_says_what_it_compared_with_and_drift_without_v_does_not(
+        applied: Deployment, capsys) -> None:
+    profile = load_profile(applied.profile_path)
+    recorded = json.loads(Path(profile.install.manifest_path).read_text())
+    assert main(["drift", "-v", str(applied.profile_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"compared with the last apply's manifest "
+                        f"{profile.install.manifest_path}:")
+    rows = {x.split()[0]: x for x in lines[1:-1]}
+    assert rows["resume"].split(None, 2)[2].strip() == shlex.join(recorded["resume_argv"])
+    assert rows["workdir"] == f"    workdir        {recorded['launch']['workdir']}"
+    assert rows["session"] == f"    session store  {recorded['session_store']}"
+    assert rows["tmux"].split(None, 2)[2].strip().startswith(
+        f"remain-on-exit {recorded['wiring']['tmux']['remain_on_exit']}, respawn hooks: ")
+    files = [x for x in lines if x.startswith("    managed file   ")]
+    assert [x[19:].rsplit(" sha256 ", 1)[0] for x in files] == sorted(recorded["files"])
+    assert lines[-1] == f"{applied.name} : no drift since the last apply"
+    assert main(["drift", str(applied.profile_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{applied.name} : no drift since the last apply"]

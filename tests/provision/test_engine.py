@@ -210,3 +210,20 @@ def test_a_failed_task_shows_its_evidence_without_v() -> None:
     (result,) = engine.run([FailingEvidence()], FakeHost(files={}), _ctx()).results
     assert result.status is Status.FAILED
     assert engine.format_result(result, "box", False).splitlines()[1] == "    read: None"
+
+
+def test_colour_paints_each_status_and_diff_line_like_ansible_and_plain_is_unchanged() -> None:
+    host = FakeHost(files={"/etc/motd": b"old\n"})
+    report = engine.run([Evidenced()], host, _ctx(check=True))
+    (changed,) = report.results
+    plain = engine.format_result(changed, "box", True)
+    painted = engine.format_result(changed, "box", True, colour=True).splitlines()
+    assert painted[0] == "\x1b[33mchanged: [box] Evidenced — would write /etc/motd\x1b[0m"
+    assert [x for x in painted if x.startswith("\x1b[32m+")] == ["\x1b[32m+hello\x1b[0m"]
+    assert [x for x in painted if x.startswith("\x1b[31m-")] == ["\x1b[31m-old\x1b[0m"]
+    assert "\x1b[" not in plain and plain.splitlines()[0] == \
+        "changed: [box] Evidenced — would write /etc/motd"
+    assert engine.format_recap(report, colour=True).splitlines()[1] == (
+        "\x1b[33mbox\x1b[0m : \x1b[32mok=1\x1b[0m \x1b[33mchanged=1\x1b[0m failed=0 skipped=0")
+    assert engine.format_recap(report).splitlines()[1] == \
+        "box : ok=1 changed=1 failed=0 skipped=0"

@@ -227,7 +227,7 @@ def test_the_console_command_reports_junk_in_one_line_and_exits_non_zero(tmp_pat
 
 
 def test_a_big_file_shows_progress_on_a_terminal_and_nothing_otherwise(tmp_path: Path) -> None:
-    import pty
+    from tests.fixtures.terminal import stdout_on_a_terminal
 
     line = b'{"type":"user","message":{"content":[{"type":"tool_result","content":"'
     line += b"x" * (1 << 20) + b'"}]}}\n'
@@ -239,25 +239,9 @@ def test_a_big_file_shows_progress_on_a_terminal_and_nothing_otherwise(tmp_path:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     plain = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
     assert plain.returncode == 0 and plain.stderr == ""
-    leader, follower = pty.openpty()
-    try:
-        child = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=follower
-        )
-        os.close(follower)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        assert child.wait(timeout=120) == 0
-    finally:
-        os.close(leader)
-    assert b"tl-rebuild: reading big.jsonl 100%" in seen
+    rc, seen, _ = stdout_on_a_terminal(argv, env, REPO, timeout=120, stderr=True)
+    assert rc == 0
+    assert "tl-rebuild: reading big.jsonl 100%" in seen
 
 
 def test_a_fork_whose_manifest_cannot_be_written_leaves_no_session_behind(

@@ -140,3 +140,21 @@ def test_gc_counts_what_it_deleted_and_kept(
     verbose = run(world, capsys, "gc", "--keep", "0", "-v")
     assert verbose[0] == "deleted 1 finished operation and their artifacts, kept 0"
     assert f"  deleted  {ids[2]}" in verbose
+
+
+def test_status_leads_with_the_state_and_ends_with_the_next_step_for_this_config(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    op = op_id(run(world, capsys, "request", "--reason", "context full", "--confirm", "REBUILD",
+                   "--session", "s-1"))
+    lines = run(world, capsys, "status")
+    assert lines[0].startswith("pending, created ") and lines[0].endswith(f"(operation {op})")
+    assert "bound session       s-1" in lines and "reason              context full" in lines
+    assert lines[lines.index("timeline (1 phase):") + 1] == "  +0.00s created → pending"
+    assert lines[-1] == ("next: it runs after the current turn ends (call it off: "
+                         + again(world).format("cancel") + f" --operation {op} --confirm CANCEL)")
+    run(world, capsys, "cancel", "--operation", op, "--confirm", "CANCEL")
+    lines = run(world, capsys, "status", "--operation", op)
+    assert lines[0].startswith("cancelled, created ")
+    assert lines[-1] == ("next: nothing to do; request a new one when needed: "
+                         + again(world).format("request"))

@@ -52,6 +52,8 @@ def test_status_leads_with_state_age_and_failure_and_hides_facts_without_verbose
     assert lines[lines.index("timeline (8 phases):") + 8] == "  +5.60s failed unhealthy"
     assert not [line for line in lines if "facts." in line or "{" in line]
     assert len(lines) < 30  # was ~130 lines of dotted keys and dicts
+    assert lines[-1] == ("next: read the failure above and check with tl-rebuild doctor "
+                         "before requesting again")
 
 
 def test_status_shows_the_facts_with_verbose() -> None:
@@ -101,3 +103,18 @@ def test_doctor_cli_prints_the_checklist_and_exits_1_on_a_fail(
     assert f"PASS  state_dir             {tmp_path / 'state'}" in lines
     assert lines[-1].startswith("doctor: pass=") and lines[-1].endswith("fix the FAIL lines first")
     assert not [line for line in lines if "{" in line or "True" in line]
+
+
+@pytest.mark.parametrize(("state", "last"), [
+    ("pending", "next: it runs after the current turn ends (call it off: tl-rebuild cancel "
+                "--operation OP --confirm CANCEL)"),
+    ("activated", "next: nothing to do (back to the old session: tl-rebuild rollback "
+                  "--operation OP --confirm ROLLBACK)"),
+    ("rolled_back", "next: the old session was resumed; read the failure above and check with "
+                    "tl-rebuild doctor before requesting again"),
+    ("running", "next: it is under way; watch it: tl-rebuild status --operation OP"),
+])
+def test_status_ends_with_what_to_do_next_in_its_state(state: str, last: str) -> None:
+    from runtime.cli.ops import status_next
+
+    assert status_next(state, "OP") == last

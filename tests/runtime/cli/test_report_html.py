@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime.cli import main
+from runtime.cli.render import size
 from runtime.cli.report_chart import MAX_BARS, bucketed
 from runtime.cli.report_html import gather, page
 from runtime.config import Config
@@ -32,7 +33,9 @@ class Page(HTMLParser):
         self.texts: list[str] = []
         self.bars: dict[str, int] = {}
         self.tags: set[str] = set()
+        self.carried: list[tuple[int, str]] = []  # conversation bars: bytes, tooltip
         self._pre: list[str] | None = None
+        self._title: list[str] | None = None
         self.feed(html)
         self.close()
 
@@ -44,15 +47,24 @@ class Page(HTMLParser):
         if tag == "rect" and "data-category" in found:
             name = str(found["data-category"])
             self.bars[name] = self.bars.get(name, 0) + int(str(found["data-bytes"]))
+        if tag == "rect" and "data-conversation-bytes" in found:
+            self.carried.append((int(str(found["data-conversation-bytes"])), ""))
+            self._title = []
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "pre" and self._pre is not None:
-            self.texts.append("".join(self._pre))
+            text = "".join(self._pre)  # a browser drops the one newline right after <pre>
+            self.texts.append(text[1:] if text.startswith("\n") else text)
             self._pre = None
+        if tag == "title" and self._title is not None:
+            self.carried[-1] = (self.carried[-1][0], "".join(self._title))
+            self._title = None
 
     def handle_data(self, data: str) -> None:
         if self._pre is not None:
             self._pre.append(data)
+        if self._title is not None:
+            self._title.append(data)
 
 
 def ledger(path: Path) -> dict[str, int]:
@@ -150,7 +162,9 @@ def test_report_json_names_the_page_and_its_totals_and_writes_it_0600(
     assert result["schema_version"] == 1 and result["path"] == str(out)
     assert result["categories"] == ledger(source) == Page(out.read_text("utf-8")).bars
     assert result["utterances"] == 4 and result["operation"] is None
-    assert result["chart"] == {"bucket_seconds": 3600, "bars": 24, "matches_ledger": True}
+    said = ("first question", "first answer", HOSTILE, "  spaced\n\n answer  ")
+    assert result["chart"] == {"bucket_seconds": 3600, "bars": 24, "matches_ledger": True,
+                               "carried_bytes": sum(len(x.encode()) for x in said)}
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
@@ -245,3 +259,39 @@ def test_a_codex_session_id_finds_its_rollout_under_codex_home(
                        "--config", str(config))
     assert code == 1 and err == ("tl-rebuild: error: no rollout of session '0000-missing' "
                                  f"under {str(tmp_path / 'codex' / 'sessions')!r}\n")
+
+
+def test_the_conversation_chart_books_each_utterances_bytes_at_its_hour_beside_the_noise(
+    tmp_path: Path
+) -> None:
+    text = "é naïve ünïcode — 🙂"  # bytes, not characters: 4-byte and 2-byte ones
+    t = Transcript(SESSION)
+    t.user("first question", timestamp="2026-04-26T10:00:00.000Z")
+    t.assistant([thinking("x" * 3000), tool_use("Read")], timestamp="2026-04-26T10:00:05.000Z")
+    t.user([{"type": "tool_result", "tool_use_id": "t1", "content": [image(20_000)]}],
+           timestamp="2026-04-26T13:00:00.000Z")
+    t.assistant(text, timestamp="2026-04-26T13:00:09.000Z")
+    t.user("later", timestamp="2026-04-26T15:59:59.000Z")
+    t.assistant("done", timestamp="2026-04-26T16:00:00.000Z")
+    source = t.write(tmp_path / f"{SESSION}.jsonl")
+    html = page(gather(source, Config(), "claude", None))
+    seen = Page(html)
+    hours = {"10:00": 14, "13:00": len(text.encode()), "15:45": 5, "16:00": 4}  # 15-min bars
+    assert [(n, tip) for n, tip in seen.carried] == [
+        (n, f"carried conversation: {size(n)} from 2026-04-26 {hour} UTC")
+        for hour, n in hours.items()]
+    assert sum(n for n, _ in seen.carried) == sum(len(x.encode()) for x in seen.texts) == 51
+    assert 'id="carried-bytes" data-bytes="51">51 B</span> of text (51 bytes, UTF-8) in 4 ' \
+        "utterances" in html
+    noise = html.index('id="noise-chart"')
+    assert noise < html.index('id="conversation-chart"') < html.index('id="conversation"')
+    assert seen.bars == ledger(source)  # the noise chart is unchanged by its neighbour
+
+
+def test_a_session_with_noise_but_nothing_carried_says_so_in_the_conversation_chart(
+    tmp_path: Path
+) -> None:
+    t = Transcript(SESSION)
+    t.assistant([thinking("x" * 3000), tool_use("Read")], timestamp="2026-04-26T10:00:05.000Z")
+    html = page(gather(t.write(tmp_path / f"{SESSION}.jsonl"), Config(), "claude", None))
+    assert "nothing carried: nothing to chart" in html and Page(html).carried == []

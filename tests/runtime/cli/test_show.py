@@ -4,10 +4,7 @@ gap whose counts and sizes are the dirty ledger's, paged and coloured only on a 
 from __future__ import annotations
 
 import os
-import select
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,7 @@ from runtime.config import config_from_mapping
 from runtime.engine.report import dirty_report, plan_report
 from runtime.engine.show import view
 from tests.conftest import REPO
+from tests.fixtures.terminal import stdout_on_a_terminal
 from tests.fixtures.transcripts import Transcript
 from tests.runtime.codex_rollouts import Rollout
 
@@ -158,35 +156,13 @@ def test_wrap_cuts_after_spaces_and_loses_nothing() -> None:
 
 def on_a_terminal(path: Path, tmp_path: Path, **env: str) -> str:
     """Run ``plan --show`` with stdout on a pseudo-terminal; return what reached it."""
-    master, slave = os.openpty()
     child_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PAGER")}
     child_env |= {"COLUMNS": "60", "LINES": "20", **env}
-    proc = subprocess.Popen(
+    rc, out, err = stdout_on_a_terminal(
         [sys.executable, "-m", "runtime.cli", "plan", "--show", "--transcript", str(path)],
-        stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, env=child_env,
-        cwd=REPO)
-    os.close(slave)
-    chunks = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
-        proc.wait(timeout=60)
-    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-    return b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+        child_env, REPO)
+    assert rc == 0, err
+    return out
 
 
 def test_on_a_terminal_it_pages_wraps_and_colours_unless_no_color(tmp_path: Path) -> None:
