@@ -313,15 +313,21 @@ class _Shedding(TurnBuilder):
             self._shed(self.past.popleft())
 
     def _shed(self, turn: Turn) -> None:
-        stamp = _turn_stamp(turn) if self.config.rebuild.stamp_turns else None
-        self.tokens[turn.index] = _turn_tokens(turn, stamp, self.config)
+        knobs = self.config.rebuild
+        stamp = _turn_stamp(turn) if knobs.stamp_turns else None
         self.held -= sum(len(u.text) for u in turn.items)
         items = [Utterance(u[0], u[1], "", *u[3:]) for u in turn.items]  # _replace: 4x
-        if self.located is not None:
+        if self.located is None:
+            self.tokens[turn.index] = _turn_tokens(turn, stamp, self.config)
+        else:  # each text encoded once, for its digest and its token estimate
             made = self.located.where
+            tokens = 0.0  # summed in _turn_tokens' order: the same float
             for utt, gone in zip(turn.items, items, strict=True):
+                encoded = utt.text.encode("utf-8", "surrogatepass")
+                tokens += estimate_tokens(utt.text, knobs, encoded)
                 self.where[id(gone)] = made.pop(id(utt))
-                self.digests[id(gone)] = sha256_text(utt.text)
+                self.digests[id(gone)] = sha256_text(utt.text, encoded)
+            self.tokens[turn.index] = tokens + (estimate_tokens(stamp, knobs) if stamp else 0.0)
         turn.items = items
 
 
