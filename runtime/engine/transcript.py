@@ -204,6 +204,7 @@ def scan(
             if locate:
                 sink.line_at = position - size  # type: ignore[union-attr]
             handle_event(event, size)
+    prefilter.flush()
     stats.lines = lineno
     stats.bytes = position
     if last and not last.endswith(b"\n") and stats.last_malformed == lineno:
