@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 from runtime.errors import ProcError
+
+if TYPE_CHECKING:  # imported where a command is run: fork and plan only write files
+    import subprocess
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,8 @@ def run(
     input_text: str | None = None,
 ) -> Result:
     """Run ``argv`` (no shell) and return its result; a missing binary or timeout is a ProcError."""
+    import subprocess
+
     argv = tuple(str(a) for a in argv)
     try:
         proc = subprocess.Popen(
@@ -131,6 +133,7 @@ def communicate_bounded(proc: subprocess.Popen[bytes], data: bytes | None,
 
 def _end_group(proc: subprocess.Popen[bytes]) -> None:
     import signal
+    import subprocess
 
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -344,62 +347,6 @@ def rotate_log(
     return True
 
 
-class LogFormat(logging.Formatter):
-    """The one line format of ``worker.log``: ``<UTC time, ms>Z <who>[<pid>] <message>``.
-
-    ``who`` is the last part of the logger's name (``threadline.worker`` → ``worker``).
-    """
-
-    def format(self, record: logging.LogRecord) -> str:
-        t = record.created
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
-        line = f"{stamp} {record.name.rsplit('.', 1)[-1]}[{record.process}] {record.getMessage()}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-class _Stdout:
-    """Whatever ``sys.stdout`` is at the time of the write (a worker's is its log file)."""
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
-
-class AppendToLog(logging.Handler):
-    """Appends each record to a log file the way ``worker.log`` is kept: rotated when full
-    (``rotate_log``), created 0600, each line fsynced. A failure raises (a ProcError), so the
-    caller can fall back to stderr."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__()
-        self.path = path
-        self.setFormatter(LogFormat())
-
-    def emit(self, record: logging.LogRecord) -> None:
-        rotate_log(self.path)
-        append_line(self.path, self.format(record).encode("utf-8", "replace"))
-
-
-def logger(name: str, handler: logging.Handler | None = None) -> logging.Logger:
-    """The logger ``threadline.<name>`` in ``LogFormat``: to ``handler``, else to stdout.
-
-    A worker's stdout is its log file (``spawn_detached``), and a worker run in the
-    foreground (the pointer runner's hook call) writes where its caller's output goes.
-    """
-    log = logging.getLogger(f"threadline.{name}")
-    if handler is None:
-        handler = logging.StreamHandler(_Stdout())
-        handler.setFormatter(LogFormat())
-    log.handlers[:] = [handler]
-    log.propagate = False  # one format and one place, whatever the host app's root logger does
-    log.setLevel(logging.INFO)
-    return log
-
-
 def spawn_detached(
     argv: Sequence[str],
     *,
@@ -412,6 +359,8 @@ def spawn_detached(
     stdin is /dev/null and nothing is inherited from the caller's terminal or pipes, so the
     caller (a Stop hook) can exit at once and the child survives the caller's pane being killed.
     """
+    import subprocess
+
     argv = tuple(str(a) for a in argv)
     rotate_log(log_path)
     try:

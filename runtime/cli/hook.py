@@ -159,9 +159,9 @@ def _report(argv: Sequence[str], exc: BaseException, name: str = "hook-stop") ->
         config = load_config(_config_path(argv) or None)
         log = config.worker_log_path
         if log is not None and log.parent.is_dir():
-            from runtime import proc
+            from runtime import logs
 
-            proc.logger(name, proc.AppendToLog(log)).error("%s", line)
+            logs.logger(name, logs.AppendToLog(log)).error("%s", line)
             return
     except BaseException:  # noqa: BLE001, S110 - fall back to stderr below
         pass

@@ -89,14 +89,6 @@ class Recognised:
     replay: Callable[[Hear], None] | None = None
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One line where the simple reading saw more speech than the classifier recognised."""
-
-    shape: str
-    line: int
-
-
 @dataclass
 class AuditResult:
     """Per shape: candidates seen and how many were not recognised; the first findings."""
@@ -121,6 +113,13 @@ class AuditResult:
             "unrecognised": dict(self.unrecognised),
             "first_lines": [{"shape": f.shape, "line": f.line} for f in self.findings[:20]],
         }
+
+
+class Finding(NamedTuple):
+    """One line where the simple reading saw more speech than the classifier recognised."""
+
+    shape: str
+    line: int
 
 
 def plain(text: str) -> str:

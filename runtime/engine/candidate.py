@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -26,7 +26,7 @@ from runtime.engine.items import SUMMARY_MARK, Layout, ManifestEntry, sha256_tex
 from runtime.engine.readback import Located, refill
 from runtime.engine.speech import SPEECH_KINDS, SpeechRules, Utterance
 from runtime.engine.tokens import apply_cap, estimate_tokens, poison_hits
-from runtime.engine.transcript import Progress, ReadStats, scan
+from runtime.engine.transcript import Progress, ReadStats, no_cycle_collection, scan
 from runtime.engine.turns import CompactSummary, Turn, TurnBuilder
 from runtime.errors import BlockedError, NothingToCarryError
 
@@ -75,21 +75,40 @@ class Build:
         }
 
 B = TypeVar("B", bound=Build)
+B_co = TypeVar("B_co", bound=Build, covariant=True)
 
 
-def build(
-    source: Path,
-    config: Config,
-    *,
-    new_session_id: str | None = None,
-    progress: Progress | None = None,
-    lay_out: bool = True,
-) -> Build:
-    """Read ``source`` once and lay out the candidate session (nothing is written).
+class Builder(Protocol[B_co]):
+    """An agent's ``build``: read ``source`` once and lay out its candidate (nothing written).
 
-    ``lay_out=False`` (``plan``) decides and counts everything but skips building the item
-    events and manifest; such a build cannot be written.
+    ``lay_out=False`` (``plan``) decides and counts everything but skips building the items
+    and manifest; such a build cannot be written.
     """
+
+    def __call__(
+        self, source: Path, config: Config, *, new_session_id: str | None = None,
+        progress: Progress | None = None, lay_out: bool = True,
+    ) -> B_co: ...
+
+
+def builder(make: Callable[[Path, Config, str | None, Progress | None, bool], B]) -> Builder[B]:
+    """``make`` as an agent's public ``build``: keyword options, and the read made with the
+    cyclic GC paused (``no_cycle_collection``) — the one entry both agents share."""
+
+    def build(source: Path, config: Config, *, new_session_id: str | None = None,
+              progress: Progress | None = None, lay_out: bool = True) -> B:
+        with no_cycle_collection():
+            return make(Path(source), config, new_session_id, progress, lay_out)
+
+    build.__doc__ = make.__doc__
+    return build
+
+
+def _build(
+    source: Path, config: Config, new_session_id: str | None, progress: Progress | None,
+    lay_out: bool,
+) -> Build:
+    """Read ``source`` once and lay out the candidate session (nothing is written)."""
     knobs = config.rebuild
     reading = SecondReading(frozenset(knobs.reply_chat_ids))
     sink = (
@@ -124,6 +143,9 @@ def build(
         items=carried, manifest=manifest, counts=_counts(sink, turns, plan.keep, read),
         audit=second.as_dict(),
     )
+
+
+build = builder(_build)
 
 
 class _ReadBack(tuple[dict[str, Any], ...]):
@@ -291,15 +313,21 @@ class _Shedding(TurnBuilder):
             self._shed(self.past.popleft())
 
     def _shed(self, turn: Turn) -> None:
-        stamp = _turn_stamp(turn) if self.config.rebuild.stamp_turns else None
-        self.tokens[turn.index] = _turn_tokens(turn, stamp, self.config)
+        knobs = self.config.rebuild
+        stamp = _turn_stamp(turn) if knobs.stamp_turns else None
         self.held -= sum(len(u.text) for u in turn.items)
         items = [Utterance(u[0], u[1], "", *u[3:]) for u in turn.items]  # _replace: 4x
-        if self.located is not None:
+        if self.located is None:
+            self.tokens[turn.index] = _turn_tokens(turn, stamp, self.config)
+        else:  # each text encoded once, for its digest and its token estimate
             made = self.located.where
+            tokens = 0.0  # summed in _turn_tokens' order: the same float
             for utt, gone in zip(turn.items, items, strict=True):
+                encoded = utt.text.encode("utf-8", "surrogatepass")
+                tokens += estimate_tokens(utt.text, knobs, encoded)
                 self.where[id(gone)] = made.pop(id(utt))
-                self.digests[id(gone)] = sha256_text(utt.text)
+                self.digests[id(gone)] = sha256_text(utt.text, encoded)
+            self.tokens[turn.index] = tokens + (estimate_tokens(stamp, knobs) if stamp else 0.0)
         turn.items = items
 
 

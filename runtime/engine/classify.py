@@ -10,6 +10,7 @@ Everything else is counted by type and by reason. Plain classes keep ``dirty``'s
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -131,10 +132,7 @@ class Classifier:
             return
         spoken = []
         categories: list[tuple[str, int]] = []
-        for block in content:
-            if type(block) is not dict:
-                continue
-            btype = block.get("type")
+        for btype, block in _typed(content):
             if btype == "text":
                 text = block.get("text")
                 if type(text) is str and text and not text.isspace():
@@ -291,10 +289,7 @@ class Classifier:
         texts: list[str] = []
         has_result = False
         image_bytes = 0
-        for block in content:
-            if type(block) is not dict:
-                continue
-            btype = block.get("type")
+        for btype, block in _typed(content):
             if btype == "text":
                 text = block.get("text")
                 if type(text) is str:
@@ -433,6 +428,13 @@ class Classifier:
             self._ignore("attachment", "queued_without_prompt", "attachment", size)
             return
         self._human(event, "queued", texts, size, 0)
+
+
+def _typed(content: list[Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """Each dict block of a message's content with its ``type`` (other blocks are skipped)."""
+    for block in content:
+        if type(block) is dict:
+            yield block.get("type"), block
 
 
 def _block_size(block: Any) -> int:

@@ -41,10 +41,13 @@ def item_uuid(session: str, position: int, source_uuid: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def sha256_text(text: str) -> str:
+def sha256_text(text: str, encoded: bytes | None = None) -> str:
+    """SHA-256 of ``text`` in UTF-8 (surrogatepass); ``encoded``: that encoding, if at hand."""
     import hashlib
 
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if encoded is None:
+        encoded = text.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(encoded).hexdigest()
 
 
 class ManifestEntry(NamedTuple):

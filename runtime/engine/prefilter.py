@@ -98,6 +98,10 @@ class Prefilter:
         self.tracking = classifier.sink is not None
         self.recent_uuids = classifier.recent_uuids
         self.kind = ""  # the ``type`` of the line settled last (for the audit's ``wants``)
+        # (type, reason, category) -> [lines, bytes] booked since its first line; added to
+        # the counts by ``flush``. The first line of a key is booked at once, so every count
+        # key is still made in line order (the reports break ties by that order).
+        self.tallies: dict[tuple[str, str | None, str | None], list[int]] = {}
 
     def take(self, line: bytes, size: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
@@ -141,14 +145,13 @@ class Prefilter:
         ``category`` None: an event type the allowlist does not know, booked as other.
         """
         self.kind = kind
-        self.types[kind] += 1
-        if reason is not None:
-            self.reasons[reason] += 1
-        if category is None:  # as Ledger.add_other
-            self.noise["other"] += size
-            self.other_by_type[kind] += size
+        tally = self.tallies.get((kind, reason, category))
+        if tally is not None:
+            tally[0] += 1
+            tally[1] += size
         else:
-            self.noise[category] += size
+            self._count(kind, reason, category, 1, size)
+            self.tallies[kind, reason, category] = [0, 0]
         if self.tracking:
             uuid = head.uuid
             if type(uuid) is str:
@@ -156,6 +159,25 @@ class Prefilter:
             stamp = head.timestamp
             if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
                 self.classifier.last_timestamp = stamp
+
+    def _count(
+        self, kind: str, reason: str | None, category: str | None, lines: int, size: int
+    ) -> None:
+        self.types[kind] += lines
+        if reason is not None:
+            self.reasons[reason] += lines
+        if category is None:  # as Ledger.add_other
+            self.noise["other"] += size
+            self.other_by_type[kind] += size
+        else:
+            self.noise[category] += size
+
+    def flush(self) -> None:
+        """Add the lines booked per key to the counts (the reader calls it after its loop)."""
+        for (kind, reason, category), (lines, size) in self.tallies.items():
+            if lines:
+                self._count(kind, reason, category, lines, size)
+        self.tallies.clear()
 
     def _assistant(self, head: _Head, line: bytes, size: int) -> bool:
         message = head.message

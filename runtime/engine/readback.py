@@ -68,8 +68,14 @@ class _Said:
         pass
 
 
-def text_at(handle: Any, rules: SpeechRules, offset: int, place: int) -> str:
-    """The text of the ``place``-th utterance the line at ``offset`` makes."""
+def text_at(
+    handle: Any, rules: SpeechRules, offset: int, place: int,
+    scratch: tuple[ReadStats, Ledger] | None = None,
+) -> str:
+    """The text of the ``place``-th utterance the line at ``offset`` makes.
+
+    ``scratch``: the counts the classifier adds to (it only ever adds; nothing here reads
+    them), shared by the lines of one read-back instead of made for each line."""
     handle.seek(offset)
     line = handle.readline()
     try:
@@ -79,7 +85,8 @@ def text_at(handle: Any, rules: SpeechRules, offset: int, place: int) -> str:
     said = _Said()
     # a fresh reader's state decides only the start-up snapshot (never let go, not counted)
     # and timestamps (kept with the item): the texts are the first read's
-    classifier = Classifier(rules, ReadStats(), Ledger(), said)  # type: ignore[arg-type]
+    stats, ledger = scratch or (ReadStats(), Ledger())
+    classifier = Classifier(rules, stats, ledger, said)  # type: ignore[arg-type]
     if type(event) is dict:
         classifier.event(event, len(line))
     if place >= len(said.said):
@@ -95,6 +102,7 @@ def refill(
     if not where:
         yield from items
         return
+    scratch = (ReadStats(), Ledger())
     with open(source, "rb") as handle:
         for position, item in enumerate(items):
             found = where.get(position)
@@ -102,6 +110,6 @@ def refill(
                 yield item
                 continue
             block = item["message"]["content"][-1]
-            block["text"] = text_at(handle, rules, *found)
+            block["text"] = text_at(handle, rules, *found, scratch)
             yield item
             block["text"] = ""  # written: the string and orjson's UTF-8 copy of it go

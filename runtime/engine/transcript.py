@@ -9,11 +9,13 @@ each parsed event to ``runtime.engine.classify.Classifier``, the speech allowlis
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -202,6 +204,7 @@ def scan(
             if locate:
                 sink.line_at = position - size  # type: ignore[union-attr]
             handle_event(event, size)
+    prefilter.flush()
     stats.lines = lineno
     stats.bytes = position
     if last and not last.endswith(b"\n") and stats.last_malformed == lineno:
@@ -265,3 +268,21 @@ def _malformed(stats: ReadStats, ledger: Ledger, lineno: int, line: bytes) -> No
         line.decode("utf-8")
     except UnicodeDecodeError:
         stats.malformed_non_utf8 += 1
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector (as it was before, after).
+
+    Reading a transcript or rollout allocates tens of thousands of acyclic containers
+    (utterances, parts, UI copies, turns) that live to the end; each automatic collection
+    walks all of them again (a third of ``plan``'s time on a 100 MB rollout, 3 % on a
+    Claude transcript). Reference counting frees everything else as before.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -14,7 +14,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -129,60 +129,49 @@ def _check_item(
     session: str,
     parent: str | None,
 ) -> None:
-    where = f"item {number}"
+    """Raise the first failed check of one item; a message is worded only when it fails
+    (55 k f-strings a speech-heavy fork formatted for nothing)."""
     kind = event.get("type")
-    _require(kind in ("user", "assistant"), "types", path, f"{where} has type {kind!r}")
-    _require(
-        kind == entry.role, "types", path, f"{where} is {kind!r}, manifest says {entry.role!r}"
-    )
-    _require(
-        event.get("sessionId") == session, "session_id", path, f"{where} has another sessionId"
-    )
-    _require(
-        event.get("uuid") == entry.item_id, "uuids", path, f"{where} uuid differs from manifest"
-    )
-    _require(event.get("parentUuid") == parent, "parent_chain", path, f"{where} breaks the chain")
+    if kind not in ("user", "assistant"):
+        _fail("types", path, f"item {number} has type {kind!r}")
+    if kind != entry.role:
+        _fail("types", path, f"item {number} is {kind!r}, manifest says {entry.role!r}")
+    if event.get("sessionId") != session:
+        _fail("session_id", path, f"item {number} has another sessionId")
+    if event.get("uuid") != entry.item_id:
+        _fail("uuids", path, f"item {number} uuid differs from manifest")
+    if event.get("parentUuid") != parent:
+        _fail("parent_chain", path, f"item {number} breaks the chain")
     # a user item must say isMeta: false (an absent flag is not the same claim)
     meta = event.get("isMeta") if kind == "user" else event.get("isMeta", False)
-    _require(
-        event.get("isSidechain") is False and meta is False,
-        "flags",
-        path,
-        f"{where} is not marked isSidechain: false / isMeta: false",
-    )
-    _require(valid_timestamp(event.get("timestamp")), "timestamps", path, f"{where} timestamp")
+    if not (event.get("isSidechain") is False and meta is False):
+        _fail("flags", path, f"item {number} is not marked isSidechain: false / isMeta: false")
+    if not valid_timestamp(event.get("timestamp")):
+        _fail("timestamps", path, f"item {number} timestamp")
     version = event.get("version")
-    _require(type(version) is str and version != "", "version", path, f"{where} has no version")
+    if not (type(version) is str and version != ""):
+        _fail("version", path, f"item {number} has no version")
     message = event.get("message")
     content = message.get("content") if type(message) is dict else None
-    _require(
-        type(message) is dict and message.get("role") == kind and type(content) is list,
-        "blocks",
-        path,
-        f"{where} has no {kind} message content list",
-    )
+    if not (type(message) is dict and message.get("role") == kind and type(content) is list):
+        _fail("blocks", path, f"item {number} has no {kind} message content list")
     assert isinstance(content, list)
     for block in content:
         btype = block.get("type") if type(block) is dict else None
-        _require(btype == "text", "blocks", path, f"{where} holds a {btype!r} block")
-        _require(type(block.get("text")) is str, "blocks", path, f"{where} has a non-text text")
+        if btype != "text":
+            _fail("blocks", path, f"item {number} holds a {btype!r} block")
+        if type(block.get("text")) is not str:
+            _fail("blocks", path, f"item {number} has a non-text text")
     expected = 2 if entry.stamp else 1
-    _require(len(content) == expected, "stamp", path, f"{where} has {len(content)} block(s)")
-    if entry.stamp:
-        _require(content[0]["text"] == entry.stamp, "stamp", path, f"{where} stamp differs")
-    _require(
-        read_mark(event, str(kind)) == (entry.kind, entry.stamp),
-        "mark",
-        path,
-        f"{where} does not carry the mark of a {entry.kind!r} item",
-    )
+    if len(content) != expected:
+        _fail("stamp", path, f"item {number} has {len(content)} block(s)")
+    if entry.stamp and content[0]["text"] != entry.stamp:
+        _fail("stamp", path, f"item {number} stamp differs")
+    if read_mark(event, str(kind)) != (entry.kind, entry.stamp):
+        _fail("mark", path, f"item {number} does not carry the mark of a {entry.kind!r} item")
     digest = sha256_text(content[-1]["text"])
-    _require(
-        digest == entry.candidate_sha256 == entry.source_sha256,
-        "text_digest",
-        path,
-        f"{where} text digest differs from its source",
-    )
+    if not digest == entry.candidate_sha256 == entry.source_sha256:
+        _fail("text_digest", path, f"item {number} text digest differs from its source")
 
 
 def _audit(build: Build, carried: Counter[str], path: Path) -> dict[str, dict[str, int]]:
@@ -237,4 +226,8 @@ def parse_line(path: Path, number: int, raw: bytes) -> dict[str, Any]:
 
 def _require(ok: bool, check: str, path: Path, detail: str) -> None:
     if not ok:
-        raise VerificationError(f"check {check!r} failed for {str(path)!r}: {detail}")
+        _fail(check, path, detail)
+
+
+def _fail(check: str, path: Path, detail: str) -> NoReturn:
+    raise VerificationError(f"check {check!r} failed for {str(path)!r}: {detail}")

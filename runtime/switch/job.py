@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime import agents, proc
+from runtime import agents, logs, proc
 from runtime import procfs as ident
 from runtime.agents import claude
 from runtime.config import Config
@@ -38,7 +38,7 @@ class Abort(Exception):
         self.evidence = evidence or {}
 
 
-LOG = proc.logger("worker")
+LOG = logs.logger("worker")
 
 
 def log(message: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import proc
+from runtime import logs, proc
 from runtime.errors import ProcError
 
 
@@ -192,7 +192,7 @@ def test_the_worker_and_the_hook_log_in_one_line_format(
     assert re.fullmatch(LINE.format(who="worker", pid=os.getpid(),
                                     message="op-1: scheduled → running") + "\n", out), out
     path = tmp_path / "worker.log"
-    proc.logger("hook-stop", proc.AppendToLog(path)).error("%s", "ValueError: no EOF")
+    logs.logger("hook-stop", logs.AppendToLog(path)).error("%s", "ValueError: no EOF")
     text = path.read_text()
     assert re.fullmatch(LINE.format(who="hook-stop", pid=os.getpid(),
                                     message="ValueError: no EOF") + "\n", text), text
@@ -204,8 +204,8 @@ def test_the_log_file_handler_rotates_a_full_log_and_raises_when_it_cannot_write
 ) -> None:
     path = tmp_path / "worker.log"
     path.write_bytes(b"x" * proc.LOG_BYTES)
-    proc.logger("hook-stop", proc.AppendToLog(path)).error("after the rotation")
+    logs.logger("hook-stop", logs.AppendToLog(path)).error("after the rotation")
     assert (tmp_path / "worker.log.1").stat().st_size == proc.LOG_BYTES
     assert path.read_text().endswith("] after the rotation\n")
     with pytest.raises(ProcError, match="cannot append to"):
-        proc.logger("hook-stop", proc.AppendToLog(tmp_path / "absent" / "w.log")).error("x")
+        logs.logger("hook-stop", logs.AppendToLog(tmp_path / "absent" / "w.log")).error("x")

@@ -22,7 +22,7 @@ from typing import Any, overload
 from runtime.config import Config
 from runtime.engine import candidate as claude
 from runtime.engine.codex import rules
-from runtime.engine.codex.rollout import Classifier, no_cycle_collection, scan, sessions_root
+from runtime.engine.codex.rollout import Classifier, scan, sessions_root
 from runtime.engine.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
 from runtime.engine.speech import MARK_KEY, Utterance, carry_mark
 from runtime.engine.transcript import Progress
@@ -138,23 +138,11 @@ def _ordered(line: dict[str, Any], ordinal: int, paginated: bool) -> dict[str, A
     return {"timestamp": line.pop("timestamp"), "ordinal": ordinal, **line}
 
 
-def build(
-    source: Path,
-    config: Config,
-    *,
-    new_session_id: str | None = None,
-    progress: Progress | None = None,
-    lay_out: bool = True,
-) -> CodexBuild:
-    """Read ``source`` once and lay out the rebuilt rollout (nothing is written)."""
-    with no_cycle_collection():
-        return _build(source, config, new_session_id, progress, lay_out)
-
-
 def _build(
     source: Path, config: Config, new_session_id: str | None, progress: Progress | None,
     lay_out: bool,
 ) -> CodexBuild:
+    """Read ``source`` once and lay out the rebuilt rollout (nothing is written)."""
     sink = TurnBuilder()
     read, ledger, classifier, lines = scan(Path(source), sink, progress)
     turns = sink.finish()
@@ -184,6 +172,9 @@ def _new_meta(source: dict[str, Any], session: str) -> dict[str, Any]:
     meta["id"] = session
     meta["session_id"] = session
     return {"session_id": session, "id": session, **meta}
+
+
+build = claude.builder(_build)
 
 
 def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict[str, Any]:

@@ -10,10 +10,8 @@ be found is an error, never a silently shorter history.
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +21,7 @@ from runtime.engine.codex import rules
 from runtime.engine.codex.prefilter import Prefilter
 from runtime.engine.dirty import Ledger
 from runtime.engine.speech import MARK_KEY, Utterance, valid_timestamp
-from runtime.engine.transcript import READ_BUFFER, Progress, ReadStats
+from runtime.engine.transcript import READ_BUFFER, Progress, ReadStats, no_cycle_collection
 from runtime.errors import TranscriptError
 
 if TYPE_CHECKING:  # dirty reads without turns: the builder is the callers' import
@@ -106,24 +104,6 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
             f"under {str(root)!r}; refusing a history without its parent"
         )
     return max(found)[1]
-
-
-@contextmanager
-def no_cycle_collection() -> Iterator[None]:
-    """Pause the cyclic garbage collector (as it was before, after).
-
-    Reading a rollout allocates tens of thousands of acyclic containers (utterances, parts,
-    UI copies) that live to the end; each automatic collection walks all of them again,
-    a third of ``plan``'s time on a 100 MB rollout. Reference counting frees everything
-    else as before.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Lines:
