@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.codex_cli import CodexHome, codex_bin  # noqa: F401 - pytest fixture
+from tests.e2e.codex_cli import codex_bin  # noqa: F401 - pytest fixture
 from tests.e2e.codex_fake_api import CodexFakeApi, Request, reply_text
 from tests.e2e.codex_tui import CodexTui
+from tests.e2e.test_codex_provision import tui  # noqa: F401 - fixture
 from tests.fixtures.switch_world import TL_REBUILD, toml_value
-from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
+from tests.fixtures.tmux import tmux_server, wait_for  # noqa: F401 - fixture
 
 RECORD = '''import json, sys
 with open(sys.argv[1], "a", encoding="utf-8") as out:
@@ -36,15 +37,6 @@ def api() -> Iterator[CodexFakeApi]:
     with CodexFakeApi() as fake:
         yield fake
     assert fake.errors == []
-
-
-@pytest.fixture
-def tui(tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
-        tmux_server: TmuxServer) -> Iterator[CodexTui]:  # noqa: F811
-    home = CodexHome.create(tmp_path / "codex-home", codex_bin, api.url)
-    driver = CodexTui(home, tmux_server)
-    yield driver
-    driver.close()
 
 
 def notify_line(record: Path) -> str:
@@ -65,7 +57,7 @@ def offered_namespaces(body: dict[str, Any]) -> set[str]:
 
 
 def test_a_running_codex_keeps_the_notify_and_mcp_servers_it_started_with(
-        tmp_path: Path, tui: CodexTui, api: CodexFakeApi) -> None:
+        tmp_path: Path, tui: CodexTui, api: CodexFakeApi) -> None:  # noqa: F811 - fixture
     first, second = tmp_path / "notify-a.jsonl", tmp_path / "notify-b.jsonl"
     toml = tui.home.root / "config.toml"
     toml.write_text(notify_line(first) + toml.read_text())
@@ -104,7 +96,8 @@ def test_a_running_codex_keeps_the_notify_and_mcp_servers_it_started_with(
     assert turn_ends(first, restarted) == []
 
 
-def turn(api: CodexFakeApi, tui: CodexTui, thread: str, prompt: str) -> Request:
+def turn(api: CodexFakeApi, tui: CodexTui,  # noqa: F811 - not the fixture
+         thread: str, prompt: str) -> Request:
     """Type ``prompt``; its request once the reply is on screen."""
     before = len(api.requests)
     tui.type_prompt(prompt)
