@@ -61,8 +61,8 @@ def test_a_running_codex_keeps_the_notify_and_mcp_servers_it_started_with(
     first, second = tmp_path / "notify-a.jsonl", tmp_path / "notify-b.jsonl"
     toml = tui.home.root / "config.toml"
     toml.write_text(notify_line(first) + toml.read_text())
-    thread = tui.start(tui.argv("--no-daemon"))
-    turn(api, tui, thread, "first prompt")
+    tui.start(tui.argv("--no-daemon"))
+    thread = str(turn(api, tui, None, "first prompt").session_id)
     wait_for(lambda: turn_ends(first, thread), timeout=60, what="notify A after the first turn")
 
     runtime_config = tmp_path / "threadline.toml"
@@ -88,8 +88,8 @@ def test_a_running_codex_keeps_the_notify_and_mcp_servers_it_started_with(
     # the control: the same file is read at start (B runs, the new server is offered once
     # started: the first turn of a fresh codex can go out before its MCP servers are up)
     tui.close()
-    restarted = tui.start(tui.argv("--no-daemon"))
-    turn(api, tui, restarted, "first prompt after a restart")
+    tui.start(tui.argv("--no-daemon"))
+    restarted = str(turn(api, tui, None, "first prompt after a restart").session_id)
     wait_for(lambda: turn_ends(second, restarted), timeout=60, what="notify B after a restart")
     later = turn(api, tui, restarted, "second prompt after a restart")
     assert "mcp__latecomer" in offered_namespaces(later.body)
@@ -97,11 +97,14 @@ def test_a_running_codex_keeps_the_notify_and_mcp_servers_it_started_with(
 
 
 def turn(api: CodexFakeApi, tui: CodexTui,  # noqa: F811 - not the fixture
-         thread: str, prompt: str) -> Request:
-    """Type ``prompt``; its request once the reply is on screen."""
+         thread: str | None, prompt: str) -> Request:
+    """Type ``prompt``; its request (of ``thread``; None: the first turn request that carries
+    it, whose session-id is the thread — at start the TUI can briefly lock a rollout-less helper
+    thread, so the pane's lock does not say) once the reply is on screen."""
     before = len(api.requests)
     tui.type_prompt(prompt)
-    request = wait_for(lambda: next((r for r in api.requests[before:] if r.session_id == thread
+    request = wait_for(lambda: next((r for r in api.requests[before:] if r.kind == "turn"
+                                     and (thread is None or r.session_id == thread)
                                      and prompt in json.dumps(r.body)), None),
                        timeout=60, what=f"the request of {prompt!r}")
     assert isinstance(request, Request)

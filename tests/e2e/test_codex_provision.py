@@ -193,6 +193,10 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     tui.close()
     tui.start([*tui.argv(*options), "please remember the blue door"], extra_env=tmux_env)
     wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    from runtime.procfs import cmdline, descendants
+    wait_for(lambda: any(TL_REBUILD in (cmdline(pid) or ()) for pid in
+                         descendants(tui.pane_pid())),
+             timeout=60, what="codex to start our MCP server (tl-rebuild mcp)")
     assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
     again = capsys.readouterr().out
     assert f"ok: [scratch] RestartClaude — nothing to restart: the live codex (pid " \
