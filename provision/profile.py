@@ -18,7 +18,7 @@ import yaml
 
 from provision.errors import ProfileError
 from runtime.config import unknown_key
-from runtime.doors.kind import DoorKind
+from runtime.doors.kind import DoorKind, codex_door_problem
 
 
 @dataclass(frozen=True)
@@ -257,10 +257,10 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     problems = profile_errors(data)
     if isinstance(data, dict):
         problems += regex_errors({"rebuild": data.get("rebuild", {})}) + value_errors(data)
-    if (not problems and data.get("agent") == "codex"
-            and not DoorKind(data["door"]["kind"]).runs_codex):
-        problems.append(f"door.kind: {data['door']['kind']!r} does not run codex yet; "
-                        "agent codex needs the tmux door")
+    door_problem = (codex_door_problem(DoorKind(data["door"]["kind"]), "door.kind")
+                    if not problems and data.get("agent") == "codex" else None)
+    if door_problem:
+        problems.append(door_problem)
     if problems:
         where = f"host profile {source!r}" if source else "host profile"
         raise ProfileError(f"invalid {where}: " + "; ".join(problems))

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from runtime.doors.kind import DoorKind
+from runtime.doors.kind import DoorKind, codex_door_problem
 from runtime.errors import ConfigError
 
 ENV_VAR = "THREADLINE_CONFIG"
@@ -189,6 +189,11 @@ def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Con
     problems = schema_errors(data) + regex_errors(data) + value_errors(data)
     if not problems and data.get("agent") == "codex" and not data.get("codex_home"):
         problems.append("agent: 'codex' needs codex_home (the CODEX_HOME of the running codex)")
+    door_problem = (codex_door_problem(DoorKind(data.get("switch", {}).get("door", "tmux")),
+                                       "switch.door")
+                    if not problems and data.get("agent") == "codex" else None)
+    if door_problem:
+        problems.append(door_problem)
     if problems:
         where = f"config {str(source)!r}" if source else "config"
         raise ConfigError(f"invalid {where}: " + "; ".join(problems))

@@ -65,12 +65,55 @@ def latest_transcript(project_dir: str | os.PathLike[str]) -> Path | None:
 
 
 def codex_rollout(sessions: Path, thread_id: str | None) -> Path | None:
-    """``sessions/**/rollout-…-<thread_id>.jsonl``, or None: Codex finds a thread by that name
-    end in any folder under ``$CODEX_HOME/sessions`` (notes/codex-live.md §5). A revision file
-    (``…-<thread_id>_<revision>.jsonl``) is not the thread's rollout."""
+    """The file thread ``thread_id`` continues in under ``sessions`` (any folder), or None.
+
+    Codex finds a thread by the name end ``rollout-…-<thread_id>.jsonl`` (notes/codex-live.md
+    §5). ``thread/revert`` leaves that file as it was and writes a revision
+    ``rollout-…-<thread_id>_<revision>.jsonl`` (revision ids are UUIDv7: time-ordered); measured
+    with 0.169.0, a resume appends to the newest revision (also with Codex's sqlite state
+    deleted), so the newest revision is the thread's current history when there is one.
+    """
     from runtime.agents.codex import SESSION_ID
 
     if not thread_id or not SESSION_ID.fullmatch(thread_id):
         return None
+    revisions = sorted((codex_revision_of(path) or "", path)
+                       for path in sessions.rglob(f"rollout-*-{thread_id}_*.jsonl")
+                       if codex_thread_of(path) == thread_id)
+    if revisions:
+        return revisions[-1][1]
     found = sorted(sessions.rglob(f"rollout-*-{thread_id}.jsonl"))
     return found[0] if found else None
+
+
+def codex_history_file(sessions: Path, history_id: str) -> Path | None:
+    """The file a ``history_base.thread_id`` names under ``sessions``, or None.
+
+    Measured with 0.169.0: the first revision's base is the thread id (its first file,
+    ``rollout-…-<id>.jsonl``); a later revision's base, and a fork's of a reverted thread, is
+    the revision it continues (``rollout-…_<id>.jsonl``)."""
+    from runtime.agents.codex import SESSION_ID
+
+    if not SESSION_ID.fullmatch(history_id):
+        return None
+    for pattern in (f"rollout-*-{history_id}.jsonl", f"rollout-*_{history_id}.jsonl"):
+        found = sorted(sessions.rglob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+_CODEX_NAME = re.compile(r"rollout-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-"
+                         r"(?P<thread>[A-Za-z0-9-]+?)(?:_(?P<revision>[A-Za-z0-9-]+))?\.jsonl")
+
+
+def codex_thread_of(path: Path) -> str | None:
+    """The thread id a rollout's name ends in, a revision's (``…-<thread>_<revision>``) too."""
+    match = _CODEX_NAME.fullmatch(path.name)
+    return match["thread"] if match else None
+
+
+def codex_revision_of(path: Path) -> str | None:
+    """The revision id of a revision file's name, else None."""
+    match = _CODEX_NAME.fullmatch(path.name)
+    return match["revision"] if match else None

@@ -3,7 +3,8 @@
 ``HostFacts`` checks the tools the door needs; ``LaunchCommand`` introspects the real launch
 command (and publishes it as ``ctx.launch``); ``ResumeCommand`` computes the resume argv from it
 (``ctx.resume_argv``) and shows both token by token; ``RestartClaude`` restarts the live claude
-only when the operator asked for it, and waits until it is ready.
+only when the operator asked for it, and waits until it is ready. On a Codex host it restarts
+nothing and says whether the live codex must be restarted by hand (``codex_restart_note``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from provision.actions import CLAUDE_ONLY, Action, Task
+from provision.actions import CLAUDE_ONLY, CODEX_ONLY, Action, Task
 from provision.errors import FactError, HostError, IntrospectError
 from provision.introspect import Launch, introspect
 from provision.restart import RestartReady, live_session
@@ -159,6 +160,7 @@ class RestartFacts:
     launch: Launch
     session_id: str | None
     tl_rebuild: str = ""
+    codex_note: str = ""  # a Codex host: whether the live codex must be restarted by hand
 
 
 class RestartClaude(Task):
@@ -169,19 +171,23 @@ class RestartClaude(Task):
     """
 
     name = "RestartClaude"
-    agents = CLAUDE_ONLY
+    agents = CLAUDE_ONLY | CODEX_ONLY
     reverify = False
 
     def __init__(self, requested: bool = False) -> None:
         self.requested = requested
 
     def skip_reason(self, ctx: Context) -> str | None:
+        if ctx.profile.agent == "codex":
+            return None if ctx.launch else "no launch argv (LaunchCommand did not succeed)"
         if not self.requested:
             return "not requested (pass --restart-claude; a running claude reads hooks at start)"
         return None if ctx.launch else "no launch argv (LaunchCommand did not succeed)"
 
     def facts(self, host: Host, ctx: Context) -> RestartFacts:
         assert ctx.launch is not None
+        if ctx.profile.agent == "codex":
+            return RestartFacts(ctx.launch, None, codex_note=codex_restart_note(host, ctx))
         if not ctx.profile.door.kind.restarts_claude:
             return RestartFacts(ctx.launch, None)
         live = ctx.launch.live
@@ -193,7 +199,7 @@ class RestartClaude(Task):
 
     def plan(self, facts: RestartFacts, ctx: Context) -> list[Action]:
         door = ctx.profile.door
-        if not door.kind.restarts_claude or facts.session_id is None:
+        if facts.codex_note or not door.kind.restarts_claude or facts.session_id is None:
             return []
         template = ctx.resume_argv or resume_argv(facts.launch.argv)
         argv = tuple(token.replace(SESSION_TOKEN, facts.session_id) for token in template)
@@ -209,5 +215,48 @@ class RestartClaude(Task):
                                      + (f" as {as_user}" if as_user else ""))]
 
     def ok_message(self, facts: RestartFacts, ctx: Context) -> str:
+        if facts.codex_note:
+            return facts.codex_note
         runner = os.path.basename(ctx.profile.door.pointer_runner or "runner")
         return f"pointer door: nothing to restart; {runner}'s next call starts a new claude"
+
+
+def codex_restart_note(host: Host, ctx: Context) -> str:
+    """Whether the live codex must be restarted to use what CodexConfig merged, in one line.
+
+    Measured with 0.169.0 (tests/e2e/test_codex_config_reload.py): a running codex keeps the
+    ``notify`` and ``[mcp_servers]`` it read at start; an edit of config.toml takes effect only
+    when codex is restarted. A live codex that runs our MCP server (a process below it with
+    the merged command) started from a merged file: nothing to restart."""
+    assert ctx.launch is not None
+    facts = ctx.facts_of("CodexConfig")
+    live = ctx.launch.live
+    if facts is None:
+        return "nothing restarted: CodexConfig did not run"
+    if live is None:
+        return "no live codex: a codex started from now on reads the merged " \
+            f"{facts.path} (notify, [mcp_servers.{facts.wanted.mcp_name}])"
+    want = (facts.wanted.tl_rebuild, *facts.wanted.mcp_args)
+    server = _descendant_running(host, live.pid, want)
+    if server is not None:
+        return (f"nothing to restart: the live codex (pid {live.pid}) runs our MCP server "
+                f"(pid {server}), so it started from the merged {facts.path}")
+    return (f"restart codex (pid {live.pid}, e.g. with the resume argv) for the merged "
+            f"{facts.path} to take effect: a running codex reads notify and [mcp_servers] "
+            "only at start (measured with 0.169.0); until then its turn ends switch nothing")
+
+
+def _descendant_running(host: Host, pid: int, argv: tuple[str, ...]) -> int | None:
+    """A process below ``pid`` whose argv ends with ``argv`` (a console script runs as
+    ``python <script> …``), or None."""
+    pending, seen = list(host.proc_children(pid)), {pid}
+    while pending:
+        child = pending.pop()
+        if child in seen:
+            continue
+        seen.add(child)
+        found = host.proc_cmdline(child)
+        if len(found) >= len(argv) and found[len(found) - len(argv):] == argv:
+            return child
+        pending.extend(host.proc_children(child))
+    return None

@@ -22,6 +22,7 @@ import inspect
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
@@ -70,9 +71,20 @@ Transcript = Annotated[
 OperationId = Annotated[str, Field(description="Operation id, as returned by a request.")]
 
 
-def claude_session_id(start_pid: int | None = None, config_dir: Path | None = None) -> str | None:
-    """The sessionId of the nearest ancestor process that is a running claude — or, when
-    that ancestor is a codex, the one thread it holds the writer lock for — or None.
+@dataclass(frozen=True)
+class Served:
+    """Who runs this server: its session (None: unknown) and, under a codex, that codex's pid,
+    ``CODEX_HOME`` and the threads it holds writer locks for (what an unknown session means)."""
+
+    session_id: str | None
+    codex_pid: int | None = None
+    codex_home: Path | None = None
+    codex_threads: tuple[str, ...] = ()
+
+
+def served_session(start_pid: int | None = None, config_dir: Path | None = None) -> Served:
+    """The session of the nearest ancestor process that is a running claude — or, when that
+    ancestor is a codex, the one thread it holds the writer lock for (none or two: unknown).
 
     A record left by an earlier process with a recycled pid names another session: it is
     skipped like junk (``claude_session_record`` checks the start time)."""
@@ -85,20 +97,26 @@ def claude_session_id(start_pid: int | None = None, config_dir: Path | None = No
         if any(os.path.basename(arg) in codex.PROGRAMS for arg in argv[:2]):
             # a codex: the thread it holds the writer lock for in its own CODEX_HOME
             env = environ(pid) or {}
-            home = env.get(codex.HOME_VAR) or os.path.join(env.get("HOME", "/"), ".codex")
-            return codex.running_session(pid, RunningFacts(
-                writer_locks=codex_writer_locks(Path(home), pid)))
+            home = Path(env.get(codex.HOME_VAR) or os.path.join(env.get("HOME", "/"), ".codex"))
+            threads = codex_writer_locks(home, pid)
+            return Served(codex.running_session(pid, RunningFacts(writer_locks=threads)),
+                          pid, home, tuple(threads))
         record = claude_session_record(folder, pid)
         if record is not None and isinstance(record.get("sessionId"), str):
-            return str(record["sessionId"]) or None
+            return Served(str(record["sessionId"]) or None)
         try:
             stat = parse_stat(Path(f"/proc/{pid}/stat").read_text())
         except OSError:
-            return None
+            return Served(None)
         if stat is None:
-            return None
+            return Served(None)
         pid = stat[1]
-    return None
+    return Served(None)
+
+
+def claude_session_id(start_pid: int | None = None, config_dir: Path | None = None) -> str | None:
+    """``served_session(…).session_id``: the session a request is bound to."""
+    return served_session(start_pid, config_dir).session_id
 
 
 def _confirm(word: str, confirmation: str) -> None:
@@ -119,30 +137,51 @@ def _call(fn: Callable[[], T]) -> T:
 
 
 def served_transcript(transcript: str | None, config: Config,
-                      session_id: str | None) -> tuple[str | None, str]:
+                      served: Served) -> tuple[str | None, str]:
     """The transcript ``dirty`` and ``plan`` read, and why that one.
 
-    Default: the transcript of ``session_id`` (the session this server serves) in
-    ``project_dir`` — under a codex, the rollout of the thread it holds the writer lock for,
-    in any folder of ``$CODEX_HOME/sessions``; only when it has none there, the newest session
-    of ``project_dir``."""
+    Default: the transcript of the session this server serves in ``project_dir`` — under a
+    codex, the current rollout of the thread it holds the writer lock for, in any folder of
+    ``$CODEX_HOME/sessions``. A claude session with none there falls back to the newest
+    session of ``project_dir``; under a codex there is no such fallback (the newest rollout
+    can be an abandoned rebuild): no thread, two threads or no rollout is a one-line
+    ToolError naming why and the ``transcript`` argument to pass instead."""
     if transcript is not None:
         return transcript, "argument"
     from runtime.agents.claude import SESSION_ID
 
     if config.project_dir is None:
         return None, "no project_dir configured"  # the report says so, as a tool error
-    if session_id and config.agent == "codex":
+    session_id = served.session_id
+    if config.agent == "codex":
         rollout = codex_rollout(config.project_dir, session_id)
         if rollout is not None:
             return str(rollout), "served session"
-    elif session_id and SESSION_ID.fullmatch(session_id):
+        raise ToolError(f"{_no_codex_rollout(served, config.project_dir)}; pass transcript="
+                        f"<path of the thread's rollout-….jsonl under {str(config.project_dir)!r}>")
+    if session_id and SESSION_ID.fullmatch(session_id):
         own = config.project_dir / f"{session_id}.jsonl"
         if own.is_file():
             return str(own), "served session"
     if session_id:
         return None, f"newest in project_dir (served session {session_id} has no transcript there)"
     return None, "newest in project_dir (no served session found)"
+
+
+def _no_codex_rollout(served: Served, sessions: Path) -> str:
+    """Why the served codex thread has no rollout to read (``served_transcript``)."""
+    if served.codex_pid is None:
+        return "this server runs under no codex process, so no codex thread is served"
+    locks = f"{served.codex_home}/thread-writer-locks"
+    if not served.codex_threads:
+        return (f"codex pid {served.codex_pid} holds no thread-writer lock in {locks!r} (a codex "
+                "without --no-daemon runs its thread in the shared app-server daemon)")
+    if served.session_id is None:
+        return (f"codex pid {served.codex_pid} holds writer locks for "
+                f"{len(served.codex_threads)} threads ({', '.join(served.codex_threads)}; after "
+                "/fork both stay locked), so which one is served is ambiguous")
+    return (f"thread {served.session_id} of codex pid {served.codex_pid} has no rollout under "
+            f"{str(sessions)!r}")
 
 
 def build_server(load: Callable[[], Config]) -> MCPServer:
@@ -188,7 +227,7 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
         from runtime.engine import report
 
         config = load()
-        path, source = served_transcript(transcript, config, claude_session_id())
+        path, source = served_transcript(transcript, config, served_session())
         result = _call(lambda: report.dirty_report(path, config))
         return cast(DirtyResult, {**result, "transcript_source": source})
 
@@ -203,7 +242,7 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
         from runtime.engine import report
 
         config = load()
-        path, source = served_transcript(transcript, config, claude_session_id())
+        path, source = served_transcript(transcript, config, served_session())
         result = _call(lambda: report.plan_report(path, config))
         return cast(PlanResult, {**result, "transcript_source": source})
 

@@ -78,3 +78,14 @@ _TOOL_PROBES: dict[DoorKind, tuple[str, ...]] = {
     DoorKind.SYSTEMD: ("systemctl", "--version"),
     DoorKind.POINTER: (),
 }
+
+
+def codex_door_problem(kind: DoorKind, key: str) -> str | None:
+    """Why ``agent: codex`` cannot use door ``kind`` (named by its config ``key``), in one line;
+    None for a door that runs codex. The way to run a Codex from a systemd unit is named."""
+    if kind.runs_codex:
+        return None
+    unit = (" (for a codex started by a systemd unit: run it in tmux inside the unit and use "
+            "the tmux door on that pane, with tmux.unit naming the unit in the host profile)"
+            if kind is DoorKind.SYSTEMD else "")
+    return f"{key}: {kind.value!r} does not run codex yet; agent codex needs the tmux door{unit}"

@@ -31,7 +31,7 @@ from runtime.doors.base import open_door
 from runtime.doors.kind import DoorKind
 from runtime.doors.systemd import escape_prefix
 from runtime.errors import StoreError, ThreadlineError
-from runtime.paths import codex_rollout
+from runtime.paths import codex_rollout, codex_thread_of
 from runtime.switch.recover import expire_if_stale, reconcile_if_lost
 from runtime.switch.state import State
 from runtime.switch.store import Operation, Store
@@ -95,9 +95,10 @@ def on_turn_end(config: Config, thread_id: str, *, wait: bool = False) -> str | 
 
 
 def session_of(config: Config, transcript: Path) -> str:
-    """The session a transcript holds: its stem (claude) or the thread id its name ends in."""
+    """The session a transcript holds: its stem (claude) or the thread id its name ends in
+    (a revision ``…-<thread>_<revision>.jsonl`` holds ``<thread>``)."""
     if config.agent == "codex":
-        return transcript.stem[-36:]
+        return codex_thread_of(transcript) or transcript.stem[-36:]
     return transcript.stem
 
 

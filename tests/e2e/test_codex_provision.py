@@ -186,10 +186,21 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     tui.start(tui.argv(*options), extra_env=tmux_env)
     profile = host_profile(tmp_path, tui)
     assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
-    capsys.readouterr()
+    out = capsys.readouterr().out
+    # a running codex keeps the notify and MCP servers it started with (measured in
+    # tests/e2e/test_codex_config_reload.py): apply says to restart it
+    assert f"ok: [scratch] RestartClaude — restart codex (pid {tui.pane_pid()}," in out, out
     tui.close()
     tui.start([*tui.argv(*options), "please remember the blue door"], extra_env=tmux_env)
     wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    from runtime.procfs import cmdline, descendants
+    wait_for(lambda: any(TL_REBUILD in (cmdline(pid) or ()) for pid in
+                         descendants(tui.pane_pid())),
+             timeout=60, what="codex to start our MCP server (tl-rebuild mcp)")
+    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
+    again = capsys.readouterr().out
+    assert f"ok: [scratch] RestartClaude — nothing to restart: the live codex (pid " \
+        f"{tui.pane_pid()}) runs our MCP server" in again, again
     # the thread the model was asked on (at start the TUI can briefly lock a rollout-less
     # helper thread, so the pane's lock is not read here)
     old = next(r.headers["session-id"] for r in api.requests

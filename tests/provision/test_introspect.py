@@ -143,6 +143,35 @@ def test_tmux_session_started_by_a_unit_takes_argv_from_the_tmux_command_string(
     assert launch.source.startswith("systemd unit companion-tmux.service")
 
 
+def test_a_codex_in_tmux_started_by_a_unit_is_introspected_through_the_tmux_door() -> None:
+    """The supported shape for a Codex under systemd (the systemd door refuses codex): the
+    unit runs codex in tmux; the tmux door with tmux.unit reads the argv from the unit's tmux
+    command and corroborates it with the live npm wrapper under the pane."""
+    codex = "/opt/codex/node_modules/.bin/codex"
+    cat = ("# /etc/systemd/system/codex-tmux.service\n[Service]\nType=forking\nUser=codex\n"
+           "Environment=CODEX_HOME=/home/codex/.codex\n"
+           "ExecStart=/usr/bin/tmux -L cx new-session -d -s codex -c /srv/app "
+           f"\"exec {codex} --no-daemon -m gpt\"\n")
+    host = FakeHost(users={"codex": (0, 0), "root": (0, 0)})
+    host.add_command(["systemctl", "cat", "codex-tmux.service"], cat)
+    host.add_command([*SHOW_ARGS, "codex-tmux.service"], "MainPID=40\n")
+    host.add_command(["tmux", "-L", "cx", "list-panes", "-a", "-F", PANE_FORMAT],
+                     f"codex:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1fexec {codex} --no-daemon -m gpt\n")
+    host.files["/proc/52/cmdline"] = b"node\0" + codex.encode() + b"\0--no-daemon\0-m\0gpt\0"
+    host.files["/proc/52/environ"] = b"CODEX_HOME=/home/codex/.codex\0HOME=/home/codex\0"
+    host.links["/proc/52/cwd"] = "/srv/app"
+    host.links[codex] = "../@openai/codex/bin/codex.js"  # the npm bin link
+    profile = profile_from_mapping({
+        "host": "h", "agent": "codex", "codex": {"user": "codex", "home": "/home/codex/.codex"},
+        "door": {"kind": "tmux", "tmux": {"target": "codex:0.0", "socket_name": "cx",
+                                          "unit": "codex-tmux.service"}},
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"}})
+    launch = introspect(host, profile)
+    assert launch.argv == (codex, "--no-daemon", "-m", "gpt")
+    assert launch.source.startswith("systemd unit codex-tmux.service")
+    assert launch.live is not None and launch.live.pid == 52
+
+
 def test_runner_script_claude_line_with_exported_variables() -> None:
     host = FakeHost(files={"/usr/local/bin/loop.sh": b"""#!/bin/sh
 cd /srv/jobs

@@ -72,8 +72,17 @@ def test_the_shipped_codex_inventory_validates() -> None:
 
 def test_agent_codex_on_another_door_than_tmux_is_refused_in_one_line() -> None:
     door = {"kind": "systemd", "systemd": {"unit": "codex.service"}}
-    with pytest.raises(ProfileError, match=r"door.kind: 'systemd' does not run codex yet"):
+    with pytest.raises(ProfileError) as err:
         profile_from_mapping(_with(door=door))
+    assert str(err.value) == (
+        "invalid host profile: door.kind: 'systemd' does not run codex yet; agent codex needs "
+        "the tmux door (for a codex started by a systemd unit: run it in tmux inside the unit "
+        "and use the tmux door on that pane, with tmux.unit naming the unit in the host "
+        "profile)")
+    pointer = {"kind": "pointer", "pointer": {"path": "/p", "runner": "/r"}}
+    with pytest.raises(ProfileError, match=r"door.kind: 'pointer' does not run codex yet; "
+                                           r"agent codex needs the tmux door$"):
+        profile_from_mapping(_with(door=pointer))
 
 
 def test_accept_refuses_a_codex_host_instead_of_checking_claude() -> None:

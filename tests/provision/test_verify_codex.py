@@ -1,6 +1,8 @@
 """Verify on a Codex host (issue 17): ``codex mcp list --json`` must list our server with the
 merged command; a server missing or pointing elsewhere fails the check, naming what codex saw.
-The JSON shapes are those of the real codex 0.169 (tests/e2e/test_codex_provision.py)."""
+The JSON shapes are those of the real codex 0.169 (tests/e2e/test_codex_provision.py).
+And RestartClaude's line on a Codex host: restart codex by hand unless the live codex already
+runs our MCP server (a running codex reads config.toml only at start)."""
 
 from __future__ import annotations
 
@@ -78,3 +80,43 @@ def test_a_codex_on_the_shared_daemon_fails_naming_the_fix_and_own_servers_pass(
     assert not own_server_check((CODEX, "--", "--no-daemon")).passed
     broken = own_server_check((CODEX, "--frobnicate"))
     assert not broken.passed and "'--frobnicate' is not one codex 0.169.0 knows" in broken.evidence
+
+
+def _live(host: FakeHost, ctx: Context, tree: dict[int, list[int]],
+          argv: dict[int, tuple[str, ...]]) -> str:
+    """RestartClaude's line on a Codex host whose live codex (pid 10) has these children."""
+    from provision.introspect import Launch, LiveProcess
+    from provision.tasks.launcher import RestartClaude
+    from runtime.doors.kind import DoorKind
+
+    for pid, children in tree.items():
+        host.files[f"/proc/{pid}/task/{pid}/children"] = " ".join(map(str, children)).encode()
+    for pid, args in argv.items():
+        host.files[f"/proc/{pid}/cmdline"] = b"".join(a.encode() + b"\0" for a in args)
+    ctx.launch = Launch(DoorKind.TMUX, "tmux pane", (CODEX, "--no-daemon"), "/w",
+                        live=LiveProcess(10, (CODEX, "--no-daemon"), "/w"))
+    task = RestartClaude()
+    assert task.skip_reason(ctx) is None
+    facts = task.facts(host, ctx)
+    assert task.plan(facts, ctx) == []  # nothing is ever restarted on a Codex host
+    return task.ok_message(facts, ctx)
+
+
+def test_a_live_codex_without_our_mcp_server_must_be_restarted_and_apply_says_so() -> None:
+    host, ctx = _world([])
+    line = _live(host, ctx, {10: [11], 11: [12]},
+                 {11: ("/opt/codex/native/codex", "--no-daemon"),
+                  12: ("python3", "/other/tl-rebuild", "mcp", "--config", CFG)})
+    assert line.startswith("restart codex (pid 10, e.g. with the resume argv) for the merged "
+                           "/c/config.toml to take effect: a running codex reads notify and "
+                           "[mcp_servers] only at start"), line
+    assert "\n" not in line
+
+
+def test_a_live_codex_running_our_mcp_server_needs_no_restart() -> None:
+    host, ctx = _world([])
+    line = _live(host, ctx, {10: [11], 11: [12]},  # npm wrapper → native codex → our server
+                 {11: ("/opt/codex/native/codex", "--no-daemon"),
+                  12: ("/usr/bin/python3", TL, "mcp", "--config", CFG)})
+    assert line == ("nothing to restart: the live codex (pid 10) runs our MCP server (pid 12), "
+                    "so it started from the merged /c/config.toml")

@@ -186,3 +186,16 @@ def test_agent_defaults_to_claude_and_codex_needs_its_home() -> None:
         config_from_mapping({"agent": "gemini"})
     with pytest.raises(ConfigError, match=r"codex_home: 'sessions' does not match"):
         config_from_mapping({"agent": "codex", "codex_home": "sessions"})
+
+
+@pytest.mark.parametrize("door", ["systemd", "pointer"])
+def test_agent_codex_on_a_door_that_cannot_switch_it_is_refused_in_one_line(door: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping({"agent": "codex", "codex_home": "/c", "switch": {"door": door}})
+    message = str(err.value)
+    assert message.startswith(f"invalid config: switch.door: {door!r} does not run codex yet; "
+                              "agent codex needs the tmux door")
+    assert "\n" not in message
+    assert ("tmux.unit" in message) == (door == "systemd")  # how a unit's codex is supported
+    assert config_from_mapping({"agent": "codex", "codex_home": "/c",
+                                "switch": {"door": "tmux"}}).switch.door.value == "tmux"

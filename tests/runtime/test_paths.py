@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from runtime.paths import codex_rollout, encode_project_dir, latest_transcript, project_dir_for
+from runtime.paths import (
+    codex_history_file,
+    codex_revision_of,
+    codex_rollout,
+    codex_thread_of,
+    encode_project_dir,
+    latest_transcript,
+    project_dir_for,
+)
 
 
 @pytest.mark.parametrize(
@@ -52,8 +60,35 @@ def test_a_codex_thread_s_rollout_is_found_in_any_folder_by_its_name_end(tmp_pat
     dated.mkdir(parents=True)
     rollout = dated / f"rollout-2026-12-03T10-00-00-{thread}.jsonl"
     rollout.write_text("{}\n")
-    (dated / f"rollout-2026-12-03T11-00-00-{thread}_01a24633-0000.jsonl").write_text("{}\n")
-    assert codex_rollout(tmp_path, thread) == rollout  # a revision file is not the rollout
+    (tmp_path / f"rollout-2026-12-03T11-00-00-{OTHER}_{thread}.jsonl").write_text("{}\n")
+    assert codex_rollout(tmp_path, thread) == rollout
     assert codex_rollout(tmp_path, "01a24632-0000-7000-8000-000000000000") is None
     for junk in ("", None, "*", "../x", "[0-9]*"):
         assert codex_rollout(tmp_path, junk) is None
+
+
+OTHER = "01a24915-0000-7000-8000-000000000000"
+
+
+def test_a_reverted_codex_thread_continues_in_its_newest_revision(tmp_path: Path) -> None:
+    """Measured with 0.169.0 (two ``thread/revert``s over the app-server protocol): the original
+    file stays, each revert writes ``…-<thread>_<revision>.jsonl`` (UUIDv7 revision ids, names
+    in the same second) and ``codex exec resume`` appends to the newest revision."""
+    thread = "01a24916-254d-7ff1-99b8-1637d7d0487d"
+    older, newer = "01a24916-263a-7b23-9a45-119d92d0f8b8", "01a24916-26cf-70f0-bca7-ca7be2469e69"
+    day = tmp_path / "2026" / "12" / "06"
+    day.mkdir(parents=True)
+    original = day / f"rollout-2026-12-06T02-01-57-{thread}.jsonl"
+    first = day / f"rollout-2026-12-06T02-01-58-{thread}_{older}.jsonl"
+    second = day / f"rollout-2026-12-06T02-01-58-{thread}_{newer}.jsonl"
+    for path in (original, second, first):  # written in another order: the id decides
+        path.write_text("{}\n")
+    assert codex_rollout(tmp_path, thread) == second
+    assert codex_history_file(tmp_path, thread) == original  # revision 1's history_base
+    assert codex_history_file(tmp_path, older) == first  # revision 2's history_base
+    assert codex_history_file(tmp_path, newer) == second  # a fork's of the reverted thread
+    assert codex_history_file(tmp_path, OTHER) is None
+    assert codex_history_file(tmp_path, "*") is None
+    assert [codex_thread_of(p) for p in (original, first, second)] == [thread] * 3
+    assert [codex_revision_of(p) for p in (original, first, second)] == [None, older, newer]
+    assert codex_thread_of(tmp_path / f"{thread}.jsonl") is None

@@ -23,6 +23,7 @@ from runtime.engine.dirty import Ledger
 from runtime.engine.speech import MARK_KEY, Utterance, valid_timestamp
 from runtime.engine.transcript import READ_BUFFER, Progress, ReadStats, no_cycle_collection
 from runtime.errors import TranscriptError
+from runtime.paths import codex_history_file
 
 if TYPE_CHECKING:  # dirty reads without turns: the builder is the callers' import
     from runtime.engine.turns import TurnBuilder
@@ -86,10 +87,15 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
     """The rollout of ``thread_id`` under ``root`` (not ``exclude`` nor ``seen``), read from
     each line 0.
 
-    A revision shares its thread id with the file it revises; the newest other file wins,
-    never one already read for this history (a revision of a revision).
+    First by name (``runtime.paths.codex_history_file``: a thread id names the thread's first
+    file, a revision id its revision). A copy whose name says nothing is found by line 0: a
+    revision shares its thread id with the file it revises; the newest other file wins, never
+    one already read for this history (a revision of a revision).
     """
-    found: list[tuple[float, Path]] = []
+    named = codex_history_file(root, thread_id)
+    if named is not None and named != exclude and named not in seen:
+        return named
+    found: list[tuple[float, Path]] = []  # a renamed copy (the corpus): read each line 0
     for candidate in root.rglob("*.jsonl"):
         if candidate == exclude or candidate in seen or not candidate.is_file():
             continue

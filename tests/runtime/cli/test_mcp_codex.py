@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
-from runtime.cli.mcp import claude_session_id, served_transcript
-from runtime.config import load_config
+from runtime.cli.mcp import Served, claude_session_id, served_session, served_transcript
+from runtime.config import Config, load_config
 from runtime.engine import report
 from tests.runtime.codex_rollouts import Rollout
 
@@ -94,12 +95,56 @@ def test_dirty_and_plan_under_a_codex_read_its_thread_not_the_newest_rollout(
                            f'project_dir = "{sessions}"\nstate_dir = "{tmp_path}/state"\n')
     config = load_config(config_file)
 
-    thread = claude_session_id(standin(THREAD), tmp_path / "no-claude")
-    path, source = served_transcript(None, config, thread)
+    server = served_session(standin(THREAD), tmp_path / "no-claude")
+    path, source = served_transcript(None, config, server)
     assert (path, source) == (str(own), "served session")
     assert report.dirty_report(path, config)["noise_bytes"] > 0  # the tool round is noise
-    assert served_transcript(str(newer), config, thread) == (str(newer), "argument")
-    # a thread with no rollout (the TUI's title thread) falls back to the newest, and says so
-    assert served_transcript(None, config, "01a24632-0000-7000-8000-000000000000")[1] == (
-        "newest in project_dir (served session 01a24632-0000-7000-8000-000000000000 has no "
-        "transcript there)")
+    assert served_transcript(str(newer), config, server) == (str(newer), "argument")
+
+
+def codex_config(tmp_path: Path) -> tuple[Config, Path]:
+    sessions = tmp_path / "home" / "sessions"
+    Rollout(THREAD).write(sessions / "2026" / "12" / "03")  # there is a rollout: never guessed
+    config_file = tmp_path / "threadline.toml"
+    config_file.write_text(f'agent = "codex"\ncodex_home = "{sessions.parent}"\n'
+                           f'project_dir = "{sessions}"\nstate_dir = "{tmp_path}/state"\n')
+    return load_config(config_file), sessions
+
+
+def refusal(config: Config, served: Served) -> str:
+    with pytest.raises(ToolError) as caught:
+        served_transcript(None, config, served)
+    message = str(caught.value)
+    assert "\n" not in message and "pass transcript=" in message
+    assert str(config.project_dir) in message
+    return message
+
+
+def test_dirty_under_a_codex_holding_two_threads_names_them_and_the_argument(
+        standin, tmp_path: Path) -> None:
+    config, _ = codex_config(tmp_path)
+    server = standin(THREAD, FORKED)
+    served = served_session(server, tmp_path / "no-claude")
+    assert served.session_id is None and served.codex_pid is not None
+    message = refusal(config, served)
+    assert f"codex pid {served.codex_pid} holds writer locks for 2 threads" in message
+    assert THREAD in message and FORKED in message and "/fork" in message
+
+
+def test_dirty_under_a_codex_holding_no_thread_names_the_daemon_and_the_argument(
+        standin, tmp_path: Path) -> None:
+    config, _ = codex_config(tmp_path)
+    served = served_session(standin(), tmp_path / "no-claude")
+    message = refusal(config, served)
+    assert f"codex pid {served.codex_pid} holds no thread-writer lock" in message
+    assert str(tmp_path / "home" / "thread-writer-locks") in message
+    assert "--no-daemon" in message
+
+
+def test_dirty_for_a_codex_config_outside_any_codex_or_without_a_rollout_is_refused(
+        tmp_path: Path) -> None:
+    config, sessions = codex_config(tmp_path)
+    assert "runs under no codex process" in refusal(config, Served(None))
+    missing = "01a24632-0000-7000-8000-000000000000"
+    message = refusal(config, Served(missing, 4242, tmp_path / "home", (missing,)))
+    assert f"thread {missing} of codex pid 4242 has no rollout" in message

@@ -173,6 +173,23 @@ def test_the_bound_threads_turn_end_schedules_with_its_rollout(world: CodexWorld
     assert op.fact("old_session_id") == world.thread
 
 
+def test_a_reverted_threads_turn_end_schedules_with_its_newest_revision(
+        world: CodexWorld) -> None:
+    """``thread/revert`` leaves the rollout as it was and writes ``…-<thread>_<revision>.jsonl``
+    (base: the thread), which the thread continues in (measured with 0.169.0)."""
+    revision = Rollout(world.thread, first_ordinal=1, history_base={
+        "thread_id": world.thread, "end_ordinal_exclusive": 1, "end_byte_offset": 0})
+    revision.exchange("after the revert", "reply after the revert", trigger="user")
+    path = revision.write(world.rollout.parent, f"rollout-2026-12-03T11-00-00-{world.thread}"
+                          "_01a24916-263a-7b23-9a45-119d92d0f8b8.jsonl")
+    op_id = ops.request(world.config, "x", "REBUILD", session_id=world.thread)["operation_id"]
+    assert world.notify(world.payload()).returncode == 0
+    op = world.store.read(op_id)
+    assert "worker_spawned" in world.phases(op_id)
+    assert op.fact("transcript_path") == str(path.resolve())
+    assert op.fact("old_session_id") == world.thread  # the thread, not the revision id
+
+
 def test_an_unbound_request_binds_to_the_first_thread_that_has_a_rollout(
         world: CodexWorld) -> None:
     op_id = ops.request(world.config, "x", "REBUILD")["operation_id"]

@@ -18,6 +18,7 @@ from runtime.engine.codex import candidate
 from runtime.engine.codex.rollout import scan
 from runtime.engine.codex.verify import verify_rollout
 from runtime.engine.turns import TurnBuilder
+from runtime.paths import codex_rollout
 from tests.conftest import corpus_dir
 
 pytestmark = pytest.mark.corpus
@@ -123,3 +124,26 @@ def test_the_fast_path_counts_every_recorded_rollout_like_the_full_parse(
     assert fast[0].as_dict() == plain[0].as_dict()
     assert fast[0].speech == plain[0].speech
     assert fast[1].report(1, True) == plain[1].report(1, True)
+
+
+def test_a_reverted_thread_under_codex_names_is_read_from_its_revision(tmp_path: Path) -> None:
+    """09a/09b copied under the names Codex gives them (the thread's file and
+    ``…-<thread>_<revision>.jsonl``): the thread's current rollout is the revision, and reading
+    it carries turn one, the injected messages and what came after, never the reverted turns."""
+    original, revised = "09a-app-server-3-turns-before-revert.jsonl", \
+        "09b-app-server-revision-after-revert-inject.jsonl"
+    if original not in FILES or revised not in FILES:
+        pytest.skip(f"corpus files {original} / {revised} are not in {FOLDER}")
+    thread = meta(original)["id"]
+    day = tmp_path / "sessions" / "2026" / "12" / "03"
+    day.mkdir(parents=True)
+    (day / f"rollout-2026-12-03T10-30-00-{thread}.jsonl").write_bytes(
+        (FOLDER / original).read_bytes())
+    revision_id = "01a23b74-0000-7000-8000-000000000000"
+    revision = day / f"rollout-2026-12-03T10-30-35-{thread}_{revision_id}.jsonl"
+    revision.write_bytes((FOLDER / revised).read_bytes())
+    assert codex_rollout(tmp_path / "sessions", thread) == revision
+    built = candidate.build(revision, Config())
+    texts = [u.text for i in built.selected for u in built.turns[i].items]
+    assert texts == [said for _, said in expected(revised)]
+    assert "APP turn two" not in texts and "INJECTED-USER text" in texts

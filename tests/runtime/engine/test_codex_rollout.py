@@ -188,25 +188,61 @@ def test_a_revision_of_the_same_thread_inlines_the_revised_file(tmp_path: Path) 
         ("user", "untagged", "INJECTED"), ("assistant", "assistant_text", "after revert")]
 
 
-def test_a_revision_of_a_revision_reads_each_file_once(tmp_path: Path) -> None:
+REV1 = "01a24916-263a-7b23-9a45-119d92d0f8b8"  # revision ids are UUIDv7 (measured)
+REV2 = "01a24916-26cf-70f0-bca7-ca7be2469e69"
+
+
+def reverted_twice(sessions: Path) -> tuple[Rollout, Path, Path]:
+    """Shaped like two ``thread/revert``s measured with 0.169.0: the original file stays as it
+    was; revision 1's base is the thread id, revision 2's base is revision 1's id; both files
+    carry the thread id in line 0 and in the name, ``…-<thread>_<revision>.jsonl``."""
+    folder = sessions / "2026" / "12" / "06"
     original = Rollout()
     original.exchange("one", "reply one")
     first_cut = original.ordinal
     original.exchange("two (reverted)", "reverted")
-    original.write(tmp_path)
+    original.write(folder, f"rollout-2026-12-06T02-01-57-{original.id}.jsonl")
     first = Rollout(original.id, first_ordinal=first_cut, history_base={
-        "thread_id": original.id, "end_ordinal_exclusive": first_cut})
+        "thread_id": original.id, "end_ordinal_exclusive": first_cut, "end_byte_offset": 0})
     first.exchange("three", "reply three")
     second_cut = first.ordinal
     first.exchange("four (reverted)", "reverted")
-    first.write(tmp_path, f"rollout-2026-12-03T11-00-00-{original.id}_rev1.jsonl")
+    rev1 = first.write(folder, f"rollout-2026-12-06T02-01-58-{original.id}_{REV1}.jsonl")
     second = Rollout(original.id, first_ordinal=second_cut, history_base={
-        "thread_id": original.id, "end_ordinal_exclusive": second_cut})
+        "thread_id": REV1, "end_ordinal_exclusive": second_cut, "end_byte_offset": 0})
     second.exchange("five", "reply five")
-    path = second.write(tmp_path, f"rollout-2026-12-03T12-00-00-{original.id}_rev2.jsonl")
-    os.utime(tmp_path / f"rollout-2026-12-03T10-00-00-{original.id}.jsonl", (1, 1))
-    assert [text for _, _, text in carried(path)] == [
+    rev2 = second.write(folder, f"rollout-2026-12-06T02-01-58-{original.id}_{REV2}.jsonl")
+    return original, rev1, rev2
+
+
+def test_a_revision_of_a_revision_reads_each_file_once(tmp_path: Path) -> None:
+    original, rev1, rev2 = reverted_twice(tmp_path / "sessions")
+    os.utime(rev1, (1, 1))  # by name, not by age
+    assert [text for _, _, text in carried(rev2)] == [
         "one", "reply one", "three", "reply three", "five", "reply five"]
+
+
+def test_an_older_revision_inlines_the_original_even_when_a_newer_one_exists(
+    tmp_path: Path,
+) -> None:
+    _, rev1, _ = reverted_twice(tmp_path / "sessions")
+    assert [text for _, _, text in carried(rev1)] == [
+        "one", "reply one", "three", "reply three", "four (reverted)", "reverted"]
+
+
+def test_a_fork_of_a_reverted_thread_inlines_the_revision_its_base_names(
+    tmp_path: Path,
+) -> None:
+    sessions = tmp_path / "sessions"
+    _, _, rev2 = reverted_twice(sessions)
+    cut = int(orjson.loads(rev2.read_bytes().splitlines()[-1])["ordinal"]) + 1
+    fork = Rollout(first_ordinal=cut, history_base={
+        "thread_id": REV2, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
+    fork.exchange("forked", "reply forked")
+    path = fork.write(sessions / "2026" / "12" / "06")
+    assert [text for _, _, text in carried(path)] == [
+        "one", "reply one", "three", "reply three", "five", "reply five", "forked",
+        "reply forked"]
 
 
 def test_a_missing_parent_is_an_error_naming_thread_and_folder(tmp_path: Path) -> None:
