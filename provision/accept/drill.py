@@ -184,16 +184,28 @@ def _switch(scene: Scene, scratch: Scratch, out: Checklist,
 def _common(scene: Scene, scratch: Scratch, out: Checklist, record: Any,
             before: bytes, wanted: tuple[str, ...] = PHASES) -> None:
     """The lines every door shares: old transcript intact, backup present, timeline complete."""
-    host = scene.host
     backup = record.fact("backup") or ""
-    saved = host.read_bytes(backup) if backup else None
-    _old_transcript(host, scratch, out, record, before, saved)
-    found = host.stat(backup) if backup else None
+    saved = scene.host.read_bytes(backup) if backup else None
+    _old_transcript(scene.host, scratch, out, record, before, saved)
+    backup_line(scene, out, record)
+    timeline_line(scratch, out, record, wanted)
+
+
+def backup_line(scene: Scene, out: Checklist, record: Any) -> bytes | None:
+    """``drill backup present``: the frozen copy, 0600, with the source's digest; its bytes."""
+    backup = record.fact("backup") or ""
+    saved = scene.host.read_bytes(backup) if backup else None
+    found = scene.host.stat(backup) if backup else None
     out.add("drill backup present",
             saved is not None and _sha(saved) == record.fact("source_sha256")
             and found is not None and found.mode == 0o600,
             {"backup": backup, "mode": oct(found.mode) if found else None,
              "sha256": _sha(saved)})
+    return saved
+
+
+def timeline_line(scratch: Scratch, out: Checklist, record: Any,
+                  wanted: tuple[str, ...] = PHASES) -> None:
     phases = [event.get("phase") for event in scratch.events(record.operation_id)]
     absent = [phase for phase in wanted if phase not in phases]
     out.add("drill timeline complete", not absent, {"phases": phases, "missing": absent})

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from provision.accept.checklist import Checklist, Scene
     from runtime.config import Config
 
@@ -98,10 +100,11 @@ def _door_alive(scene: Scene, out: Checklist) -> None:
              "argv": list(argv) if argv else None})
 
 
-def _plan_lines(config: Config, out: Checklist) -> None:
+def _plan_lines(config: Config, out: Checklist, source: Path | None = None) -> None:
+    """What a rebuild of ``source`` (default: the newest transcript) would carry."""
     from runtime.engine.report import plan_report
 
-    plan = plan_report(None, config)
+    plan = plan_report(source, config)
     turns = plan["turns"]
     out.add("nothing blocked", plan["blocked_reason"] is None,
             plan["blocked_reason"] or {"transcript": plan["transcript"]})
