@@ -233,3 +233,68 @@ def test_apply_refuses_a_codex_on_the_shared_daemon_naming_the_fix(
     assert "codex holds its thread in the pane (not the shared app-server daemon) (launched " \
         "without --no-daemon or -c" in out, out
     assert "add --no-daemon to the codex command" in out
+
+
+def test_drift_names_a_relaunch_that_lost_an_option(
+        tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
+    """The pane's codex is restarted by hand without one of its options: drift says the resume
+    argv is stale (a switch would resume without the option) and shows both, with --json too."""
+    option = ["-c", "model_auto_compact_token_limit=900000"]
+    tui.start(tui.argv("--no-daemon", *option))
+    profile = _profile(tmp_path, tui)
+    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    assert main(["drift", str(profile)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    tui.close()
+    tui.start(tui.argv("--no-daemon"))
+    assert main(["drift", "--json", str(profile)]) == 1
+    found = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    stale = found["resume argv stale"]
+    assert " ".join(option) in stale["before"] and " ".join(option) not in stale["after"]
+    assert stale["after"].endswith("--no-daemon"), stale
+    assert any(check.startswith("launch argv changed") for check in found), found
+    assert main(["drift", str(profile)]) == 1
+    assert "DRIFT resume argv stale: " in capsys.readouterr().out
+
+
+def test_uninstall_takes_out_exactly_what_apply_put_in(
+        tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
+    """apply, then uninstall: the real ``codex mcp list`` no longer lists our server, the
+    user's notify, comments and tables come back byte for byte (mode kept, backup made), a
+    second uninstall changes nothing, --check writes nothing."""
+    config = tui.home.root / "config.toml"
+    config.write_text('# mine\nnotify = ["python3", "/home/u/notify.py"]  # ping me\n'
+                      + config.read_text() + '\n[mcp_servers.docs]\ncommand = "python3"\n'
+                      'args = ["-m", "http.server"]\n')
+    config.chmod(0o600)
+    tui.start(tui.argv("--no-daemon"))
+    before = config.read_bytes()  # after the start: the TUI itself adds [tui] to the file
+    profile = _profile(tmp_path, tui)
+    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    assert config.read_bytes() != before
+
+    assert main(["uninstall", "--check", "--diff", str(profile)]) == 0
+    checked = capsys.readouterr().out
+    assert "changed: [scratch] CodexConfig — would remove our notify head (yours restored: " \
+        "['python3', '/home/u/notify.py']) and [mcp_servers.threadline] from" in checked, checked
+    assert "-[mcp_servers.threadline]" in checked
+    assert config.read_bytes() != before  # nothing written
+
+    backups = set(tui.home.root.glob("config.toml.*"))
+    assert main(["uninstall", str(profile)]) == 0, capsys.readouterr().out
+    assert "changed=1" in capsys.readouterr().out
+    assert config.read_bytes() == before
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert len(set(tui.home.root.glob("config.toml.*")) - backups) == 1
+    listed = subprocess.run([str(tui.home.binary), "mcp", "list", "--json"],
+                            env=tui.home.env(), capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    names = [entry["name"] for entry in json.loads(listed.stdout)]
+    assert names == ["docs"], listed.stdout
+    assert main(["uninstall", str(profile)]) == 0
+    again = capsys.readouterr().out
+    assert "ok: [scratch] CodexConfig — no Threadline notify head or [mcp_servers.threadline]" \
+        in again and "changed=0" in again, again
+    assert config.read_bytes() == before
