@@ -51,8 +51,15 @@ def deployed(tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
         tui.close()
         tui.start([*tui.argv(*OPTIONS), "please remember the blue door"], extra_env=env)
         wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
-        thread = next(r.headers["session-id"] for r in api.requests if r.kind == "turn"
-                      and "please remember the blue door" in json.dumps(r.body))
+        # the TUI also asks for a title after a first turn (notes §1; its body quotes the
+        # prompt): wait for both, so that any later request the fake sees is someone else's
+        def settled() -> str | None:
+            bodies = [(r, json.dumps(r.body)) for r in api.requests]
+            titles = [r for r, body in bodies if "single-line task title" in body]
+            turns = [r for r, body in bodies if "please remember the blue door" in body
+                     and r not in titles]
+            return turns[0].headers["session-id"] if titles and turns else None
+        thread = str(wait_for(settled, timeout=60, what="the turn and the TUI's title request"))
         wait_for(lambda: tui.threads() == (thread,), timeout=30,
                  what="the pane to hold only the thread it talked on")
         yield tui, profile, thread
@@ -100,12 +107,15 @@ def test_the_drill_switches_a_scratch_codex_and_leaves_the_deployment_alone(
     assert [*OPTIONS] == new["argv"][-len(OPTIONS):]  # every option of the launch kept
     assert lines["drill no model request"]["evidence"]["requests"] == []
     assert report["numbers"]["drill_switch_seconds"] > 0
+    with capfd.disabled():  # the measured numbers, for the record (pytest -s shows them)
+        print(f"\ncodex accept --drill numbers: {report['numbers']}")
     scratch = Path(lines["drill scratch ready"]["evidence"]["root"])
     assert not scratch.exists()  # removed: every line passed
     assert _scratch_processes(scratch.parent) == []
     # the deployment noticed nothing: same process, rollout, config.toml, no model request
     after = (rollout.read_bytes(), config.read_bytes(), tui.pane_pid(), len(api.requests))
-    assert after == before
+    assert after == before, [(r.headers.get("session-id"), json.dumps(r.body)[-300:])
+                             for r in api.requests[before[3]:]]
     assert tui.threads() == (thread,)
 
 

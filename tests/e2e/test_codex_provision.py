@@ -273,7 +273,8 @@ def test_uninstall_takes_out_exactly_what_apply_put_in(
     profile = _profile(tmp_path, tui)
     assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
     capsys.readouterr()
-    assert config.read_bytes() != before
+    merged = config.read_bytes()
+    assert merged != before
 
     assert main(["uninstall", "--check", "--diff", str(profile)]) == 0
     checked = capsys.readouterr().out
@@ -287,7 +288,8 @@ def test_uninstall_takes_out_exactly_what_apply_put_in(
     assert "changed=1" in capsys.readouterr().out
     assert config.read_bytes() == before
     assert config.stat().st_mode & 0o777 == 0o600
-    assert len(set(tui.home.root.glob("config.toml.*")) - backups) == 1
+    made = set(tui.home.root.glob("config.toml.*")) - backups
+    assert len(made) == 1 and made.pop().read_bytes() == merged  # the file it replaced
     listed = subprocess.run([str(tui.home.binary), "mcp", "list", "--json"],
                             env=tui.home.env(), capture_output=True, text=True, timeout=60,
                             stdin=subprocess.DEVNULL)
