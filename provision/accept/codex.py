@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provision.accept.process import fmt_argv_diff
-from provision.accept.readonly import _door_alive, _plan_lines
+from provision.accept.readonly import _door_alive, _plan_lines, binary_line
+from provision.accept.wiring import schedules_nothing, store_snapshot
 from provision.errors import HostError
 
 if TYPE_CHECKING:
@@ -53,11 +54,7 @@ def codex_readonly_stage(scene: Scene, out: Checklist) -> None:
         _ownership(scene, out)
     with out.guard("door target alive"):
         _door_alive(scene, out)
-    binary = config.switch.resume_argv[0] if config.switch.resume_argv else ""
-    st = scene.host.stat(binary) if binary.startswith("/") else None
-    out.add("codex binary absolute", bool(st and st.executable and not st.is_dir),
-            {"resume_argv[0]": binary,
-             "manifest": scene.manifest.binary if scene.manifest else None})
+    binary_line(scene, out, "codex binary absolute")
     with out.guard("source thread held by the pane"):
         _source_thread(scene, out)
     with out.guard("doctor"):
@@ -179,15 +176,6 @@ def _config_lines(scene: Scene, out: Checklist) -> tuple[Wanted, bool, bool]:
     return wanted, not notify, not server
 
 
-def _store_snapshot(scene: Scene) -> dict[str, tuple[str, int]]:
-    from runtime.switch.store import Store
-
-    config = scene.config
-    if config is None or config.state_dir is None:
-        return {}
-    return {op.operation_id: (op.state.value, op.revision) for op in Store(config.state_dir).all()}
-
-
 def codex_env_prefix(scene: Scene) -> list[str]:
     """``[runuser -u USER --] env -u TMUX -u TMUX_PANE CODEX_HOME=… HOME=…``: as codex runs."""
     import os
@@ -215,7 +203,7 @@ def _notify_fires(scene: Scene, out: Checklist, wanted: Wanted | None) -> None:
                           "turn-id": "tl-accept", "cwd": str(config.workdir or "/"),
                           "client": "codex-tui", "input-messages": [],
                           "last-assistant-message": ""})
-    before = _store_snapshot(scene)
+    before = store_snapshot(config)
     argv = [*codex_env_prefix(scene), *wanted.notify_head, payload]
     cwd = str(config.workdir) if config.workdir and config.workdir.is_dir() else "/"
     started = time.monotonic()
@@ -229,11 +217,7 @@ def _notify_fires(scene: Scene, out: Checklist, wanted: Wanted | None) -> None:
         out.add(name, result.ok, {"rc": result.rc, "ms": ms, "thread": thread,
                                   "user_program_run": False,
                                   "stderr": result.stderr.strip()[:200]})
-    after = _store_snapshot(scene)
-    changed = sorted(k for k in after if before.get(k) != after[k])
-    out.add("notify schedules nothing", not changed,
-            {"operations_before": len(before), "operations_after": len(after),
-             "changed": changed})
+    schedules_nothing(out, "notify schedules nothing", before, store_snapshot(config))
 
 
 def _mcp_listed(scene: Scene, out: Checklist, wanted: Wanted | None) -> None:

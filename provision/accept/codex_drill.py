@@ -47,14 +47,20 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provision.accept.drill import TERMINAL, _sha, _tl_rebuild, backup_line, cleanup, timeline_line
+from provision.accept.drill import (
+    _tl_rebuild,
+    backup_line,
+    cleanup,
+    old_copy_line,
+    request_and_trigger,
+    timeline_line,
+)
 from provision.accept.scratch import TARGET, Scratch
 from provision.errors import AcceptError
 from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
     from provision.accept.checklist import Checklist, Scene
-    from provision.host import Host
 
 # config.toml keys that shape a session and start nothing (a profile, ``-p``, may set them too)
 KEEP = ("model", "model_provider", "model_reasoning_effort", "model_reasoning_summary",
@@ -62,7 +68,6 @@ KEEP = ("model", "model_provider", "model_reasoning_effort", "model_reasoning_su
         "model_auto_compact_token_limit")
 DRILL_KEY = "TL_DRILL_MODEL_KEY"
 DUMMY = "tl-drill-stand-in"
-# Codex records the worker's phases as the Claude switch does (runtime/switch/codex.py)
 PHASES = ("scheduled", "worker_spawned", "worker_started", "stable", "frozen", "identity",
           "built", "verifying", "verified", "activating", "rechecked", "switched", "health",
           "activated")
@@ -224,8 +229,6 @@ def _start_old(scene: Scene, scratch: Scratch, out: Checklist) -> tuple[int, lis
 
 
 def _switch(scene: Scene, scratch: Scratch, out: Checklist) -> None:
-    from runtime.switch.ops import request
-
     host = scene.host
     old = _start_old(scene, scratch, out)
     if old is None:
@@ -235,31 +238,27 @@ def _switch(scene: Scene, scratch: Scratch, out: Checklist) -> None:
             out.cannot_judge(name, "no scratch codex on the copied thread")
         return
     old_pid, old_argv = old
-    before = host.read_bytes(scratch.transcript) or b""
-    op = request(scratch.config(), "tl-provision accept --drill", "REBUILD",
-                 session_id=scratch.session, source="accept-drill")
-    op_id = op["operation_id"]
     payload = json.dumps({"type": "agent-turn-complete", "thread-id": scratch.session,
                           "turn-id": "tl-drill", "cwd": scratch.work, "client": "codex-tui",
                           "input-messages": [], "last-assistant-message": ""})
-    switch_started = time.monotonic()
-    notify = host.run([*scratch.env_prefix, _tl_rebuild(scene), "hook-notify", "--config",
-                       scratch.config_path, payload], cwd=scratch.work, timeout=60)
-    record = scratch.wait_terminal(op_id, TERMINAL)
-    out.numbers["drill_switch_seconds"] = round(time.monotonic() - switch_started, 2)
-    state = record.state.value
-    out.add("drill activated", state == "activated",
-            {"operation_id": op_id, "state": state,
-             "failure": dict(record.failure) if record.failure else None,
-             "notify_rc": notify.rc, "scratch": scratch.root})
+
+    def notify(host: Any, tl_rebuild: str) -> Any:  # the turn end codex's notify would be
+        return host.run([*scratch.env_prefix, tl_rebuild, "hook-notify", "--config",
+                         scratch.config_path, payload], cwd=scratch.work, timeout=60)
+
+    record, before = request_and_trigger(scene, scratch, out, notify)
+    state, op_id = record.state.value, record.operation_id
     if state == "activated":
         _new_codex(scene, scratch, out, record, old_pid, old_argv)
     else:
         out.cannot_judge("drill new codex holds the new thread", {"state": state})
-    _old_rollout(host, scratch, out, record, before)
+    backup = record.fact("backup") or ""
+    old_copy_line(host, scratch, out, record, before,
+                  host.read_bytes(backup) if backup else None,
+                  "drill old rollout byte-identical", {"response_item"}, "codex")
     backup_line(scene, out, record)
     if state == "activated":
-        timeline_line(scratch, out, record, PHASES)
+        timeline_line(scratch, out, record)  # codex's worker has the same phases
     else:
         out.cannot_judge("drill timeline complete", {"phases": [
             e.get("phase") for e in scratch.events(op_id)]})
@@ -287,28 +286,3 @@ def _new_codex(scene: Scene, scratch: Scratch, out: Checklist, record: Any, old_
             {"pane_pid_before": old_pid, "pane_pid_now": now, "new_thread": new_id,
              "threads": list(threads), "argv": argv, "wanted_argv": wanted,
              **({"error": problem} if problem else {})})
-
-
-def _old_rollout(host: Host, scratch: Scratch, out: Checklist, record: Any,
-                 before: bytes) -> None:
-    """The copied rollout is what it was: the frozen bytes are still its exact prefix and
-    nothing model-visible was appended after them."""
-    backup = record.fact("backup") or ""
-    saved = host.read_bytes(backup) if backup else None
-    frozen = saved if saved is not None and _sha(saved) == record.fact("source_sha256") else None
-    reference = frozen if frozen is not None else before
-    current = host.read_bytes(scratch.transcript) or b""
-    appended = [_kind(line) for line in current[len(reference):].splitlines() if line.strip()]
-    out.add("drill old rollout byte-identical",
-            current.startswith(reference) and reference.startswith(before)
-            and "response_item" not in appended,
-            {"frozen_sha256": record.fact("source_sha256"), "frozen_bytes": len(frozen or b""),
-             "now_bytes": len(current), "appended_by_the_old_codex": appended})
-
-
-def _kind(line: bytes) -> str:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return "unparsable"
-    return str(event.get("type")) if isinstance(event, dict) else "unparsable"

@@ -129,7 +129,7 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     real_unit = scene.config.switch.systemd.unit if scene.config else ""
     main_before = unit.main_pid(host) if unit else None
     real_before = main_pid_of(host, real_unit) if unit else None
-    record, before = _switch(scene, scratch, out, scratch.run_hook)
+    record, before = request_and_trigger(scene, scratch, out, scratch.run_hook)
     after = unit.main_pid(host) if unit is not None else None
     if unit is not None:
         out.add("drill scratch unit restarted",
@@ -144,7 +144,7 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
 def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     """Request, then the runner's hook call switches the scratch pointer in the foreground."""
     host = scene.host
-    record, before = _switch(scene, scratch, out, scratch.run_runner_hook)
+    record, before = request_and_trigger(scene, scratch, out, scratch.run_runner_hook)
     state = record.state.value
     new_id = record.fact("new_session_id")
     named = (host.read_bytes(scratch.pointer) or b"").decode("utf-8", "replace").strip()
@@ -158,8 +158,8 @@ def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
             tuple(p for p in PHASES if p != "worker_spawned"))
 
 
-def _switch(scene: Scene, scratch: Scratch, out: Checklist,
-            hook_call: Callable[[Host, str], Result]) -> tuple[Any, bytes]:
+def request_and_trigger(scene: Scene, scratch: Scratch, out: Checklist,
+                        hook_call: Callable[[Host, str], Result]) -> tuple[Any, bytes]:
     """Request a rebuild of the scratch session, make the door's hook call, wait for the end;
     the final record and the copied transcript as it was before (``drill activated``)."""
     from runtime.switch.ops import request
@@ -270,16 +270,24 @@ def _old_transcript(host: Host, scratch: Scratch, out: Checklist, record: Any, b
     -k`` ends it: bookkeeping written by the old process itself, after the switch. Such lines
     are reported; a changed byte, or an appended user/assistant line, fails.
     """
+    old_copy_line(host, scratch, out, record, before, saved,
+                  "drill old transcript byte-identical", {"user", "assistant"}, "claude")
+
+
+def old_copy_line(host: Host, scratch: Scratch, out: Checklist, record: Any, before: bytes,
+                  saved: bytes | None, name: str, speech: set[str], agent: str) -> None:
+    """``name``: the frozen bytes (``before`` when the worker froze nothing) are still an exact
+    prefix of the scratch copy, and no line of a type in ``speech`` was appended after them."""
     current = host.read_bytes(scratch.transcript) or b""
     frozen = saved if saved is not None and _sha(saved) == record.fact("source_sha256") else None
     reference = frozen if frozen is not None else before  # not frozen: the worker stopped early
     appended = current[len(reference):]
     types = [_type_of(line) for line in appended.splitlines() if line.strip()]
     intact = (current.startswith(reference) and reference.startswith(before)
-              and not {"user", "assistant"} & set(types))
-    out.add("drill old transcript byte-identical", intact,
+              and not speech & set(types))
+    out.add(name, intact,
             {"frozen_sha256": record.fact("source_sha256"), "frozen_bytes": len(frozen or b""),
-             "now_bytes": len(current), "appended_by_the_old_claude": types})
+             "now_bytes": len(current), f"appended_by_the_old_{agent}": types})
 
 
 def _type_of(line: bytes) -> str:

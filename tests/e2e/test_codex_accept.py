@@ -21,36 +21,23 @@ from provision.cli import main
 from runtime import procfs
 from runtime.switch.schedule import codex_rollout
 from tests.e2e.codex_cli import CodexHome, codex_bin  # noqa: F401 - pytest fixture
-from tests.e2e.codex_fake_api import CodexFakeApi, reply_text
+from tests.e2e.codex_fake_api import CodexFakeApi
 from tests.e2e.codex_tui import CodexTui
-from tests.e2e.test_codex_provision import _profile
+from tests.e2e.test_codex_provision import api, apply_restart_and_talk  # noqa: F401 - fixture
 from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
 
 OPTIONS = ("--no-daemon", "-c", "model_auto_compact_token_limit=900000")
 
 
 @pytest.fixture
-def api() -> Iterator[CodexFakeApi]:
-    with CodexFakeApi() as fake:
-        yield fake
-
-
-@pytest.fixture
-def deployed(tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811
+def deployed(tmp_path: Path, codex_bin: Path, api: CodexFakeApi,  # noqa: F811 - fixtures
              tmux_server: TmuxServer,  # noqa: F811
              capfd: pytest.CaptureFixture[str]) -> Iterator[tuple[CodexTui, Path, str]]:
     """(the TUI, the profile, the thread it runs) after apply, a restart and one turn."""
     home = CodexHome.create(tmp_path / "codex-home", codex_bin, api.url)
     tui = CodexTui(home, tmux_server)
-    env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
     try:
-        tui.start(tui.argv(*OPTIONS), extra_env=env)
-        profile = _profile(tmp_path, tui)
-        assert main(["apply", str(profile)]) == 0, capfd.readouterr().out
-        capfd.readouterr()
-        tui.close()
-        tui.start([*tui.argv(*OPTIONS), "please remember the blue door"], extra_env=env)
-        wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+        profile = apply_restart_and_talk(tmp_path, tui, OPTIONS, capfd)
         # the TUI also asks for a title after a first turn (notes §1; its body quotes the
         # prompt): wait for both, so that any later request the fake sees is someone else's
         def settled() -> str | None:
@@ -80,7 +67,8 @@ def _scratch_processes(root: Path) -> list[int]:
 
 
 def test_the_drill_switches_a_scratch_codex_and_leaves_the_deployment_alone(
-        tmp_path: Path, deployed: tuple[CodexTui, Path, str], api: CodexFakeApi,
+        tmp_path: Path, deployed: tuple[CodexTui, Path, str],
+        api: CodexFakeApi,  # noqa: F811 - the fixture
         capfd: pytest.CaptureFixture[str]) -> None:
     tui, profile, thread = deployed
     rollout = codex_rollout(tui.home.root / "sessions", thread)

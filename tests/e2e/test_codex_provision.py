@@ -174,22 +174,12 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     """The operator's path end to end: apply on a live ``codex --no-daemon``, restart codex so
     it reads the merged config.toml, talk, request a rebuild; the next turn end switches the
     pane to the rebuilt thread."""
-    import os
 
     from runtime.procfs import codex_writer_locks
     from runtime.switch.store import Store
-    from tests.e2e.codex_fake_api import reply_text
     from tests.e2e.test_codex_switch import request_rebuild
 
-    options = ("--no-daemon",)
-    tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
-    tui.start(tui.argv(*options), extra_env=tmux_env)
-    profile = _profile(tmp_path, tui)
-    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
-    capsys.readouterr()
-    tui.close()
-    tui.start([*tui.argv(*options), "please remember the blue door"], extra_env=tmux_env)
-    wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    apply_restart_and_talk(tmp_path, tui, ("--no-daemon",), capsys)
     # the thread the model was asked on (at start the TUI can briefly lock a rollout-less
     # helper thread, so the pane's lock is not read here)
     old = next(r.headers["session-id"] for r in api.requests
@@ -201,6 +191,25 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     pid = tui.pane_pid()
     tui.pids.add(pid)
     assert codex_writer_locks(tui.home.root, pid) == (str(op.fact("new_session_id")),)
+
+
+def apply_restart_and_talk(tmp_path: Path, tui: CodexTui, options: tuple[str, ...],
+                           capture: pytest.CaptureFixture[str]) -> Path:
+    """The operator's install: ``codex OPTIONS`` in the pane, apply, codex restarted the same
+    way so it reads config.toml, one prompt answered; the profile."""
+    import os
+
+    from tests.e2e.codex_fake_api import reply_text
+
+    tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
+    tui.start(tui.argv(*options), extra_env=tmux_env)
+    profile = _profile(tmp_path, tui)
+    assert main(["apply", str(profile)]) == 0, capture.readouterr().out
+    capture.readouterr()
+    tui.close()
+    tui.start([*tui.argv(*options), "please remember the blue door"], extra_env=tmux_env)
+    wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    return profile
 
 
 def test_apply_refuses_a_codex_on_the_shared_daemon_naming_the_fix(
