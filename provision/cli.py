@@ -34,10 +34,13 @@ def apply_tasks(restart_claude: bool = False) -> list:
 
 
 def uninstall_tasks() -> list:
-    """What ``uninstall`` removes: only what apply added to the agent's own files."""
+    """What ``uninstall`` removes: what apply added to the agent's own files — claude: our Stop
+    hook entry and MCP registration; codex: our notify head and MCP table (HANDOFF §8)."""
     from provision.tasks.codex_config import CodexConfigRemoved
+    from provision.tasks.mcp import McpServerRemoved
+    from provision.tasks.settings import StopHook
 
-    return [CodexConfigRemoved()]
+    return [StopHook(present=False), McpServerRemoved(), CodexConfigRemoved()]
 
 
 def introspect_tasks() -> list:
@@ -87,12 +90,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
-    from provision.profile import load_profile
-
-    if load_profile(args.profile).agent != "codex":
-        raise ProvisionError("uninstall covers a codex host in this release; on a claude host "
-                             "follow HANDOFF §8 'Uninstall' (set hook.enabled false and apply, "
-                             "then 'claude mcp remove')")
     return _run(args, uninstall_tasks(), check=args.check)
 
 
@@ -152,8 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
                   [f"tl-provision apply {host} --check --diff   # say what would change",
                    f"tl-provision apply {host}",
                    f"tl-provision apply {host} --restart-claude"]),
-        "uninstall": (cmd_uninstall, "remove what apply added to the agent's config (codex: "
-                      "our notify head and MCP table; backup kept)",
+        "uninstall": (cmd_uninstall, "remove what apply added to the agent's config (claude: "
+                      "Stop hook, MCP server; codex: notify head, MCP table); backups kept",
                       ["tl-provision uninstall inventories/codex-host.yml --check --diff",
                        "tl-provision uninstall inventories/codex-host.yml"]),
         "drift": (cmd_drift, "compare the machine with the last apply (exit 0 clean, 1 drift)",
