@@ -177,7 +177,7 @@ def _config_lines(scene: Scene, out: Checklist) -> tuple[Wanted, bool, bool]:
 
 
 def codex_env_prefix(scene: Scene) -> list[str]:
-    """``[runuser -u USER --] env -u TMUX -u TMUX_PANE CODEX_HOME=… HOME=…``: as codex runs."""
+    """``[runuser -u USER --] env -u TMUX -u TMUX_PANE CODEX_HOME=…``: as codex runs."""
     import os
     import pwd
 
@@ -185,8 +185,7 @@ def codex_env_prefix(scene: Scene) -> list[str]:
     assert spec is not None
     user = scene.profile.claude.user  # the codex user on a Codex host (profile.py)
     prefix = ["runuser", "-u", user, "--"] if user != pwd.getpwuid(os.getuid()).pw_name else []
-    return [*prefix, "env", "-u", "TMUX", "-u", "TMUX_PANE", f"CODEX_HOME={spec.home}",
-            f"HOME={scene.profile.claude.home}"]
+    return [*prefix, "env", "-u", "TMUX", "-u", "TMUX_PANE", f"CODEX_HOME={spec.home}"]
 
 
 def _notify_fires(scene: Scene, out: Checklist, wanted: Wanted | None) -> None:
