@@ -12,10 +12,29 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
-class ModelStandIn:
+class Loopback:
+    """``handler`` served on 127.0.0.1 (a free port) from a thread; ``url`` ends in ``/v1``.
+    A context manager: started on enter, shut down and joined on exit."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+class ModelStandIn(Loopback):
     """A started stand-in (use as a context manager); ``requests``: ``METHOD PATH`` seen."""
 
     def __init__(self) -> None:
@@ -42,15 +61,4 @@ class ModelStandIn:
 
             do_GET = do_POST = _refuse  # noqa: N815 - http.server's names
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> ModelStandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self.serve(Handler)

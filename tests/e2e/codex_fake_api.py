@@ -5,7 +5,7 @@ The fake records every request (headers and JSON body; the tests' oracle is the 
 model was sent) and answers each with one assistant message, ``codex-echo[N]``, streamed as the
 SSE sequence Codex accepts: ``response.created``, ``output_item.added``, one
 ``output_text.delta``, ``output_item.done``, ``response.completed`` with usage. Loopback only;
-only the stdlib.
+only the stdlib (and the loopback server of provision/accept/model_standin.py).
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from provision.accept.model_standin import Loopback
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Request:
             return None
 
 
-class CodexFakeApi:
+class CodexFakeApi(Loopback):
     """A started fake Responses API (use as a context manager); ``requests`` in arrival order."""
 
     def __init__(self) -> None:
@@ -79,18 +81,7 @@ class CodexFakeApi:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> CodexFakeApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self.serve(Handler)
 
     def turns(self) -> list[Request]:
         """The requests that were model turns (not compaction), in order."""
