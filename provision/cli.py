@@ -1,4 +1,4 @@
-"""The ``tl-provision`` command line: validate, introspect, apply, drift, accept.
+"""The ``tl-provision`` command line: validate, introspect, apply, drift, accept, uninstall.
 
 Exit codes: 0 ok (drift: clean), 1 drift found, 2 failed task or error. Errors print one line
 ``tl-provision: error: <msg>`` (a traceback only with ``--debug``).
@@ -40,6 +40,16 @@ def apply_tasks(restart_claude: bool = False) -> list:
             LaunchDropIn(), DoorPrivileges(), RunnerWrapper(), StopHook(), McpServer(),
             CodexConfig(), Verify(),
             McpTools(), StopHookPersists(), Manifest(), RestartClaude(restart_claude)]
+
+
+def uninstall_tasks() -> list:
+    """What ``uninstall`` removes: what apply added to the agent's own files — claude: our Stop
+    hook entry and MCP registration; codex: our notify head and MCP table (HANDOFF §8)."""
+    from provision.tasks.codex_config import CodexConfigRemoved
+    from provision.tasks.mcp import McpServerRemoved
+    from provision.tasks.settings import StopHook
+
+    return [StopHook(present=False), McpServerRemoved(), CodexConfigRemoved()]
 
 
 def introspect_tasks() -> list:
@@ -87,6 +97,10 @@ def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     return _run(args, apply_tasks(args.restart_claude), check=args.check)
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    return _run(args, uninstall_tasks(), check=args.check)
 
 
 def cmd_introspect(args: argparse.Namespace) -> int:
@@ -152,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
                   [f"tl-provision apply {host} --check --diff   # say what would change",
                    f"tl-provision apply {host}",
                    f"tl-provision apply {host} --restart-claude"]),
+        "uninstall": (cmd_uninstall, "remove what apply added to the agent's config (claude: "
+                      "Stop hook, MCP server; codex: notify head, MCP table); backups kept",
+                      ["tl-provision uninstall inventories/codex-host.yml --check --diff",
+                       "tl-provision uninstall inventories/codex-host.yml"]),
         "drift": (cmd_drift, "compare the machine with the last apply (exit 0 clean, 1 drift)",
                   [f"tl-provision drift {host}",
                    f"tl-provision drift {host} -v   # what was compared, whole diffs"]),
@@ -164,15 +182,16 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("profile", metavar="HOST.yml")
         cmd.add_argument("--json", action="store_true", help="JSON report on stdout")
         cmd.set_defaults(func=func, verbose=0)
-        if name in ("apply", "accept", "drift"):
+        if name in ("apply", "accept", "drift", "uninstall"):
             cmd.add_argument("-v", "--verbose", action="count", default=0,
                              help="also print the evidence of what passed (apply: the launch "
                                   "evidence, the launch/resume token table, what was read; "
                                   "drift: the manifest's values compared, whole diffs)")
-        if name == "apply":
+        if name in ("apply", "uninstall"):
             cmd.add_argument("--check", action="store_true", help="change nothing; say what "
                              "would change")
             cmd.add_argument("--diff", action="store_true", help="show unified diffs")
+        if name == "apply":
             cmd.add_argument("--restart-claude", action="store_true",
                              help="restart the live claude at the end (never implicit)")
         if name == "accept":

@@ -213,7 +213,10 @@ class LocalHost(Host):
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if backup and old is not None:
-                backup_path = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}~"
+                stem = f"{path}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
+                backup_path, n = f"{stem}~", 1
+                while os.path.lexists(backup_path):  # a second write of it in this second
+                    backup_path, n = f"{stem}.{n}~", n + 1
                 atomic_write(backup_path, target.read_bytes(), old.mode, owner=owner)
             atomic_write(target, data, final_mode, owner=owner)
         except (OSError, ProcError) as exc:

@@ -11,6 +11,11 @@ Every line is ``pass`` / ``fail`` / ``skip`` with its evidence. Stages:
   registered, the hook still there after a pause.
 - ``drill`` (drill.py, scratch.py) and ``live`` (live.py).
 
+A Codex host (``agent: codex``) has its own read-only and wiring lines (codex.py: config.toml's
+notify head and MCP table, ``codex mcp list``, the pane's thread, own-server launch) and drill
+(codex_drill.py: a scratch CODEX_HOME, a loopback model stand-in, a real scratch codex in a
+private tmux); ``--live`` is not built for it.
+
 Layout: checklist.py (lines, scene) → readonly.py → wiring.py → drill.py / scratch.py →
 live.py; hints.py says what to do when a line fails; process.py finds the live claude.
 
@@ -42,11 +47,22 @@ def run_accept(profile: Profile, host: Host, *, drill: bool = False, live: bool 
                           "nothing was done")
     if wait_minutes <= 0:
         raise AcceptError(f"--wait-minutes must be > 0, got {wait_minutes:g}")
-    if profile.agent != "claude":
-        raise AcceptError(f"accept checks a claude host; agent {profile.agent!r} is not "
-                          "covered yet (run 'tl-provision apply' (its Verify) and 'drift')")
+    if profile.agent == "codex" and live:
+        raise AcceptError("accept --live is not built for a codex host yet; run "
+                          "'accept --drill', then a request watched by a human")
     out = Checklist(profile.host)
     scene = load_scene(profile, host, out)
+    if profile.agent == "codex":
+        from provision.accept.codex import codex_readonly_stage, codex_wiring_stage
+
+        codex_readonly_stage(scene, out)
+        codex_wiring_stage(scene, out, pause=pause)
+        if drill:
+            from provision.accept.codex_drill import codex_drill_stage
+
+            out.stage = "drill"
+            codex_drill_stage(scene, out)
+        return out
     readonly_stage(scene, out)
     wiring_stage(scene, out, pause=pause)
     if drill:

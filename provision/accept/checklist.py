@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provision.accept.hints import HINTS
@@ -21,6 +22,7 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 COLOUR = {PASS: "green", FAIL: "red", SKIP: "cyan"}  # as Ansible's ok / failed / skipped
 
 MANIFEST, CONFIG = "manifest readable", "runtime config valid"
+CODEX_SOURCE = "source thread held by the pane"
 
 # line → the lines it needs: when a stage lacks a line's input (no config, no manifest, no hook
 # entry…) it calls Checklist.cannot_judge, which records ``skip`` naming the root cause — the
@@ -34,26 +36,43 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "workdir matches project dir": (CONFIG,),
     "source session id non-empty": ("project dir exists",),
     "doctor": (CONFIG,),
-    "nothing blocked": ("source session id non-empty",),
-    "selected turns = source turns": ("source session id non-empty",),
-    "nothing dropped": ("source session id non-empty",),
-    "noise ratio plausible": ("source session id non-empty",),
+    "nothing blocked": ("source session id non-empty", CODEX_SOURCE),
+    "selected turns = source turns": ("source session id non-empty", CODEX_SOURCE),
+    "nothing dropped": ("source session id non-empty", CODEX_SOURCE),
+    "noise ratio plausible": ("source session id non-empty", CODEX_SOURCE),
     "hook exits 0 on a synthetic Stop": (CONFIG, "hook in settings.json"),
     "hook schedules nothing": (CONFIG, "hook in settings.json"),
     "hook still present after a pause": ("hook in settings.json",),
     "MCP lists 7 tools": (CONFIG,),  # the server serves the rendered config
     "resume argv ≡ launch argv": (MANIFEST, CONFIG),
     "live argv ≡ launch argv": (MANIFEST, CONFIG),
+    "codex holds its thread in the pane": (MANIFEST, CONFIG),
     "channel flags kept": (MANIFEST, CONFIG),
     "server channels registered": (MANIFEST, CONFIG),
-    "drill scratch ready": (MANIFEST, CONFIG),
+    "drill scratch ready": (MANIFEST, CONFIG, CODEX_SOURCE),
     "live requested": (CONFIG,),
     # a drill that did not activate leaves nothing to judge on the new process, its timeline
     # or its backup (those lines then name it); the old transcript is judged regardless
     **{name: ("drill activated",) for name in (
         "drill pane pid changed", "drill channel flags on the new process",
-        "drill channel servers recognised", "drill timeline complete", "drill backup present",
+        "drill channel servers recognised", "drill timeline complete",
         "drill pointer names the new session", "drill scratch unit restarted")},
+    # a Codex drill's backup needs its scratch codex, a Claude one's the activation
+    "drill backup present": ("drill old codex running", "drill activated"),
+    # Codex host (accept/codex.py, accept/codex_drill.py)
+    "sessions dir exists": (CONFIG,),
+    "rollouts > 0": ("sessions dir exists",),
+    "codex binary absolute": (CONFIG,),
+    CODEX_SOURCE: ("door target alive",),
+    "notify exits 0 on a synthetic turn end": (CONFIG, "notify runs tl-rebuild hook-notify"),
+    "notify schedules nothing": (CONFIG, "notify runs tl-rebuild hook-notify"),
+    "notify still present after a pause": ("notify runs tl-rebuild hook-notify",),
+    "codex mcp list shows the server": ("MCP server in config.toml", CONFIG),
+    "MCP server lists its 7 tools": ("MCP server in config.toml", CONFIG),
+    "drill old codex running": ("drill scratch ready",),
+    "drill activated": ("drill old codex running",),
+    "drill new codex holds the new thread": ("drill activated",),
+    "drill old rollout byte-identical": ("drill old codex running",),
 }
 
 
@@ -191,6 +210,8 @@ class Scene:
     manifest: Recorded | None = None
     config: Config | None = None
     hook: dict[str, Any] | None = None
+    thread: str = ""  # Codex: the thread the pane's codex holds, and its rollout
+    rollout: Path | None = None
 
     def claude_env_prefix(self, home: str | None = None,
                           config_dir: str | None = None) -> list[str]:

@@ -127,7 +127,7 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     real_unit = scene.config.switch.systemd.unit if scene.config else ""
     main_before = unit.main_pid(host) if unit else None
     real_before = main_pid_of(host, real_unit) if unit else None
-    record, before = _switch(scene, scratch, out, scratch.run_hook)
+    record, before = request_and_trigger(scene, scratch, out, scratch.run_hook)
     after = unit.main_pid(host) if unit is not None else None
     if unit is not None:
         restarted = main_before is not None and after is not None and after != main_before
@@ -146,7 +146,7 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
 def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     """Request, then the runner's hook call switches the scratch pointer in the foreground."""
     host = scene.host
-    record, before = _switch(scene, scratch, out, scratch.run_runner_hook)
+    record, before = request_and_trigger(scene, scratch, out, scratch.run_runner_hook)
     state = record.state.value
     new_id = record.fact("new_session_id")
     named = (host.read_bytes(scratch.pointer) or b"").decode("utf-8", "replace").strip()
@@ -163,8 +163,8 @@ def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
             tuple(p for p in PHASES if p != "worker_spawned"))
 
 
-def _switch(scene: Scene, scratch: Scratch, out: Checklist,
-            hook_call: Callable[[Host, str], Result]) -> tuple[Any, bytes]:
+def request_and_trigger(scene: Scene, scratch: Scratch, out: Checklist,
+                        hook_call: Callable[[Host, str], Result]) -> tuple[Any, bytes]:
     """Request a rebuild of the scratch session, make the door's hook call, wait for the end;
     the final record and the copied transcript as it was before (``drill activated``)."""
     from runtime.switch.ops import request
@@ -189,17 +189,31 @@ def _switch(scene: Scene, scratch: Scratch, out: Checklist,
 def _common(scene: Scene, scratch: Scratch, out: Checklist, record: Any,
             before: bytes, wanted: tuple[str, ...] = PHASES) -> None:
     """The lines every door shares: old transcript intact, backup present, timeline complete."""
-    host = scene.host
     backup = record.fact("backup") or ""
-    saved = host.read_bytes(backup) if backup else None
-    _old_transcript(host, scratch, out, record, before, saved)
-    found = host.stat(backup) if backup else None
+    saved = scene.host.read_bytes(backup) if backup else None
+    _old_transcript(scene.host, scratch, out, record, before, saved)
+    backup_line(scene, out, record)
+    timeline_line(scratch, out, record, wanted)
+
+
+def backup_line(scene: Scene, out: Checklist, record: Any) -> bytes | None:
+    """``drill backup present``: the frozen copy, 0600, with the source's digest; its bytes.
+
+    A switch stopped before the backup made none: then the line names why (cannot_judge)."""
+    backup = record.fact("backup") or ""
+    saved = scene.host.read_bytes(backup) if backup else None
+    found = scene.host.stat(backup) if backup else None
     kept = {"backup": backup, "mode": oct(found.mode) if found else None, "sha256": _sha(saved)}
-    if backup or _activated(record):  # a switch stopped before the backup made none
+    if backup or _activated(record):
         out.add("drill backup present", saved is not None and found is not None
                 and _sha(saved) == record.fact("source_sha256") and found.mode == 0o600, kept)
     else:
         out.cannot_judge("drill backup present", kept)
+    return saved
+
+
+def timeline_line(scratch: Scratch, out: Checklist, record: Any,
+                  wanted: tuple[str, ...] = PHASES) -> None:
     phases = [event.get("phase") for event in scratch.events(record.operation_id)]
     absent = [phase for phase in wanted if phase not in phases]
     if _activated(record):
@@ -275,16 +289,24 @@ def _old_transcript(host: Host, scratch: Scratch, out: Checklist, record: Any, b
     -k`` ends it: bookkeeping written by the old process itself, after the switch. Such lines
     are reported; a changed byte, or an appended user/assistant line, fails.
     """
+    old_copy_line(host, scratch, out, record, before, saved,
+                  "drill old transcript byte-identical", {"user", "assistant"}, "claude")
+
+
+def old_copy_line(host: Host, scratch: Scratch, out: Checklist, record: Any, before: bytes,
+                  saved: bytes | None, name: str, speech: set[str], agent: str) -> None:
+    """``name``: the frozen bytes (``before`` when the worker froze nothing) are still an exact
+    prefix of the scratch copy, and no line of a type in ``speech`` was appended after them."""
     current = host.read_bytes(scratch.transcript) or b""
     frozen = saved if saved is not None and _sha(saved) == record.fact("source_sha256") else None
     reference = frozen if frozen is not None else before  # not frozen: the worker stopped early
     appended = current[len(reference):]
     types = [_type_of(line) for line in appended.splitlines() if line.strip()]
     intact = (current.startswith(reference) and reference.startswith(before)
-              and not {"user", "assistant"} & set(types))
-    out.add("drill old transcript byte-identical", intact,
+              and not speech & set(types))
+    out.add(name, intact,
             {"frozen_sha256": record.fact("source_sha256"), "frozen_bytes": len(frozen or b""),
-             "now_bytes": len(current), "appended_by_the_old_claude": types})
+             "now_bytes": len(current), f"appended_by_the_old_{agent}": types})
 
 
 def _type_of(line: bytes) -> str:

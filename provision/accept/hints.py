@@ -74,4 +74,38 @@ HINTS = {
                      "session (nothing lost)",
     "live channel heard": "send a message through that channel yourself (a human must) and "
                           "re-run with a longer --wait-minutes; if it never arrives, roll back",
+    # Codex host (accept/codex.py, accept/codex_drill.py)
+    "sessions dir exists": "codex has no sessions/ under the profile's codex.home: fix "
+                           "codex.home (the CODEX_HOME codex runs with) and re-apply",
+    "rollouts > 0": "talk to codex once (a rollout is written at the first turn), then re-run",
+    "installed paths belong to the codex user": "re-run 'tl-provision apply' as root: it "
+                                                "chowns the state dir and config to codex.user",
+    "codex binary absolute": "re-run apply on the host where codex really runs; the resume "
+                             "argv must start with codex's absolute path",
+    "source thread held by the pane": "the pane's codex holds no thread's writer lock (or two, "
+                                      "after /fork): launch it with --no-daemon, say one "
+                                      "thing, re-run accept",
+    "notify runs tl-rebuild hook-notify": "re-run apply: it chains our notify head before "
+                                          "yours in config.toml; then restart codex",
+    "notify exits 0 on a synthetic turn end": "run the notify head by hand with a payload as "
+                                              "last argument; read state_dir/worker.log",
+    "notify schedules nothing": "a turn end of an unknown thread must never schedule: report "
+                                "a bug with 'tl-rebuild status --json'",
+    "MCP server in config.toml": "re-run apply: it upserts [mcp_servers.NAME] in config.toml",
+    "codex mcp list shows the server": "run 'codex mcp list --json' with this CODEX_HOME as "
+                                       "the codex user; re-apply",
+    "MCP server lists its 7 tools": "run the [mcp_servers.NAME] command of config.toml by "
+                                    "hand as the codex user; read what it prints; re-apply",
+    "codex holds its thread in the pane": "add --no-daemon to the codex command, restart it, "
+                                          "re-run apply (a codex on the shared app-server "
+                                          "daemon cannot be switched)",
+    "notify still present after a pause": "a running codex rewrote config.toml: re-apply, "
+                                          "restart codex",
+    "drill old codex running": "the resume argv does not start codex on the copied thread in "
+                               "the scratch pane (screen in the evidence): run it by hand",
+    "drill new codex holds the new thread": "the switch did not leave codex on the rebuilt "
+                                            "thread with every option: read the timeline",
+    "drill old rollout byte-identical": "a bug: the source rollout must never change; report it",
+    "drill no model request": "the scratch codex sent a request to the stand-in model "
+                              "(listed): nothing may talk to a model in a drill; report it",
 }

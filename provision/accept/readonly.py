@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from provision.accept.checklist import Checklist, Scene
     from runtime.config import Config
 
@@ -31,11 +33,7 @@ def readonly_stage(scene: Scene, out: Checklist) -> None:
         _ownership(scene, out)
     with out.guard("door target alive"):
         _door_alive(scene, out)
-    binary = config.switch.resume_argv[0] if config.switch.resume_argv else ""
-    st = scene.host.stat(binary) if binary.startswith("/") else None
-    out.add("claude binary absolute", bool(st and st.executable and not st.is_dir),
-            {"resume_argv[0]": binary,
-             "manifest": scene.manifest.binary if scene.manifest else None})
+    binary_line(scene, out, "claude binary absolute")
     workdir = str(config.workdir) if config.workdir else ""
     encoded = encode_project_dir(workdir) if workdir else ""
     out.add("workdir matches project dir", bool(workdir) and project.name == encoded
@@ -64,6 +62,17 @@ _NEEDS_CONFIG = ("project dir exists", "transcripts > 0", "door target alive",
                  "claude binary absolute", "workdir matches project dir",
                  "source session id non-empty", "doctor", "nothing blocked",
                  "selected turns = source turns", "nothing dropped", "noise ratio plausible")
+
+
+def binary_line(scene: Scene, out: Checklist, name: str) -> None:
+    """``name``: the resume argv starts with an absolute path to an executable file."""
+    assert scene.config is not None
+    argv = scene.config.switch.resume_argv
+    binary = argv[0] if argv else ""
+    st = scene.host.stat(binary) if binary.startswith("/") else None
+    out.add(name, bool(st and st.executable and not st.is_dir),
+            {"resume_argv[0]": binary,
+             "manifest": scene.manifest.binary if scene.manifest else None})
 
 
 def _ownership(scene: Scene, out: Checklist) -> None:
@@ -98,10 +107,11 @@ def _door_alive(scene: Scene, out: Checklist) -> None:
              "argv": list(argv) if argv else None})
 
 
-def _plan_lines(config: Config, out: Checklist) -> None:
+def _plan_lines(config: Config, out: Checklist, source: Path | None = None) -> None:
+    """What a rebuild of ``source`` (default: the newest transcript) would carry."""
     from runtime.engine.report import plan_report
 
-    plan = plan_report(None, config)
+    plan = plan_report(source, config)
     turns = plan["turns"]
     out.add("nothing blocked", plan["blocked_reason"] is None,
             plan["blocked_reason"] or {"transcript": plan["transcript"]})

@@ -82,7 +82,7 @@ def _hook_present(scene: Scene, out: Checklist, name: str, pause: float | None =
     out.add(name, same, evidence)
 
 
-def _store_snapshot(config: Config) -> dict[str, tuple[str, int]]:
+def store_snapshot(config: Config) -> dict[str, tuple[str, int]]:
     from runtime.switch.store import Store
 
     if config.state_dir is None:
@@ -103,7 +103,7 @@ def _hook_fires(scene: Scene, out: Checklist) -> None:
                           "cwd": str(config.workdir or "/"), "hook_event_name": "Stop",
                           "stop_hook_active": False})
     timeout = float(scene.hook.get("timeout") or 60)
-    before = _store_snapshot(config)
+    before = store_snapshot(config)
     argv = [*scene.claude_env_prefix(), "sh", "-c", str(scene.hook["command"])]
     cwd = str(config.workdir) if config.workdir and config.workdir.is_dir() else "/"
     started = time.monotonic()
@@ -117,11 +117,15 @@ def _hook_fires(scene: Scene, out: Checklist) -> None:
         out.add(name, result.ok, {"rc": result.rc, "ms": ms, "timeout_s": timeout,
                                   "stdout": result.stdout.strip()[:200],
                                   "stderr": result.stderr.strip()[:200]})
-    after = _store_snapshot(config)
+    schedules_nothing(out, "hook schedules nothing", before, store_snapshot(config))
+
+
+def schedules_nothing(out: Checklist, name: str, before: dict[str, tuple[str, int]],
+                      after: dict[str, tuple[str, int]]) -> None:
+    """``name``: no operation was created or changed between the two store snapshots."""
     changed = sorted(k for k in after if before.get(k) != after[k])
-    out.add("hook schedules nothing", not changed,
-            {"operations_before": len(before), "operations_after": len(after),
-             "changed": changed})
+    out.add(name, not changed, {"operations_before": len(before),
+                                "operations_after": len(after), "changed": changed})
 
 
 def _mcp_tools(scene: Scene, out: Checklist) -> None:

@@ -12,7 +12,8 @@ Threadline owns exactly two things in that file:
 Everything else — comments, key order, ``[projects."…"] trust_level``, ``[hooks.state."…"]
 trusted_hash``, other ``[mcp_servers.*]``, ``[model_providers.*]`` — comes out byte for byte.
 A key already holding the wanted value is not rewritten (a second merge is the identity).
-``remove`` is the inverse: the user's own notify program restored, our table gone.
+``remove`` is the inverse (``tl-provision uninstall``): the user's own notify program restored,
+our table gone — only what names this runtime config.
 """
 
 from __future__ import annotations
@@ -119,26 +120,50 @@ def _upsert_server(doc: Any, wanted: Wanted) -> None:
     servers[wanted.mcp_name] = table
 
 
-def remove(text: str, tl_rebuild: str, mcp_name: str, path: str) -> str:
+def _config_of(argv: Any) -> str | None:
+    """The ``--config`` value of our notify head or our server's args, or None."""
+    if not isinstance(argv, list) or CHAIN in argv:
+        argv = argv[:argv.index(CHAIN)] if isinstance(argv, list) else []
+    for at, word in enumerate(argv[:-1]):
+        if word == "--config":
+            return str(argv[at + 1])
+    return None
+
+
+def ours_to_remove(data: dict[str, Any], wanted: Wanted) -> tuple[bool, bool]:
+    """(our notify head is there, our ``[mcp_servers.<name>]`` is there) — ours = a
+    tl-rebuild head / ``tl-rebuild mcp`` for THIS runtime config: another companion's head, or
+    a table the user replaced with another program under our name, is never removed."""
+    notify = data.get("notify")
+    head = is_ours(notify, wanted.tl_rebuild) and _config_of(notify) == wanted.config_path
+    server = (data.get("mcp_servers") or {}).get(wanted.mcp_name)
+    table = isinstance(server, dict) and isinstance(server.get("command"), str) \
+        and server["command"].rsplit("/", 1)[-1] == "tl-rebuild" \
+        and (server.get("args") or [])[:1] == ["mcp"] \
+        and _config_of(server.get("args")) == wanted.config_path
+    return head, table
+
+
+def remove(text: str, wanted: Wanted, path: str) -> str:
     """``text`` without Threadline: the user's own notify program restored (or no notify),
-    ``[mcp_servers.<name>]`` gone; ``text`` itself when neither is there."""
+    ``[mcp_servers.<name>]`` gone; ``text`` itself when neither of ours is there
+    (``ours_to_remove``)."""
     import tomlkit
 
     data = load(text, path)
-    ours = is_ours(data.get("notify"), tl_rebuild)
-    has_server = mcp_name in (data.get("mcp_servers") or {})
-    if not ours and not has_server:
+    head, table = ours_to_remove(data, wanted)
+    if not head and not table:
         return text
     doc = tomlkit.parse(text)
-    if ours:
+    if head:
         theirs = user_notify(data["notify"])
         if theirs:
             doc["notify"] = theirs
         else:
             del doc["notify"]
-    if has_server:
-        del doc["mcp_servers"][mcp_name]
-        if not data["mcp_servers"].keys() - {mcp_name}:
+    if table:
+        del doc["mcp_servers"][wanted.mcp_name]
+        if not data["mcp_servers"].keys() - {wanted.mcp_name}:
             del doc["mcp_servers"]
     return tomlkit.dumps(doc)
 

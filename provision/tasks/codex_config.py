@@ -99,3 +99,49 @@ def _validator(facts: CodexConfigFacts) -> Callable[[bytes], None]:
         if problems:
             raise FactError(f"merged {facts.path!r} is wrong: {'; '.join(problems)}")
     return validate
+
+
+class CodexConfigRemoved(Task):
+    """``tl-provision uninstall``: our notify head and ``[mcp_servers.NAME]`` out of
+    config.toml — the user's own notify program restored in its place, every other byte kept,
+    the mode kept, the old file backed up; only what names this profile's runtime config
+    (parsers/codex_config.ours_to_remove). A second run is ``ok``."""
+
+    name = "CodexConfig"
+    agents = CODEX_ONLY
+
+    def facts(self, host: Host, ctx: Context) -> CodexConfigFacts:
+        return CodexConfig().facts(host, ctx)
+
+    def plan(self, facts: CodexConfigFacts, ctx: Context) -> list[Action]:
+        if facts.current is None:
+            return []
+        try:
+            text = facts.current.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FactError(f"{facts.path!r} is not UTF-8 text; left untouched") from exc
+        new = cc.remove(text, facts.wanted, facts.path)
+        if new == text:
+            return []
+        head, table = cc.ours_to_remove(cc.load(text, facts.path), facts.wanted)
+        theirs = cc.user_notify(cc.load(text, facts.path).get("notify")) if head else []
+        what = [*(["our notify head" + (f" (yours restored: {theirs!r})" if theirs else "")]
+                  if head else []), *([f"[mcp_servers.{facts.wanted.mcp_name}]"] if table
+                                      else [])]
+        return [WriteFile(facts.path, new.encode("utf-8"), before=facts.current, mode=None,
+                          summary=f"remove {' and '.join(what)} from {facts.path} "
+                                  "(backup kept)",
+                          validate=_gone(facts),
+                          overwrite_read_only=ctx.profile.install.overwrite_read_only)]
+
+    def ok_message(self, facts: CodexConfigFacts, ctx: Context) -> str:
+        where = facts.path if facts.current is not None else f"{facts.path} (absent)"
+        return f"no Threadline notify head or [mcp_servers.{facts.wanted.mcp_name}] in {where}"
+
+
+def _gone(facts: CodexConfigFacts) -> Callable[[bytes], None]:
+    """Re-reads the bytes about to be written: strict TOML, nothing of ours left."""
+    def validate(content: bytes) -> None:
+        if any(cc.ours_to_remove(cc.load(content.decode("utf-8"), facts.path), facts.wanted)):
+            raise FactError(f"{facts.path!r} would still hold Threadline's keys")
+    return validate

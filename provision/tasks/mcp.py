@@ -368,3 +368,40 @@ class McpTools(Task):
         extra = sorted(set(facts.tools) - set(EXPECTED_TOOLS))
         note = f" (and {', '.join(extra)})" if extra else ""
         return f"MCP server lists its {len(EXPECTED_TOOLS)} tools over stdio{note}"
+
+
+class McpServerRemoved(McpServer):
+    """``tl-provision uninstall``: our MCP server unregistered from the profile's scope with
+    ``claude mcp remove`` — only when the registration there is a ``tl-rebuild mcp`` of this
+    profile's config (or a config path its manifest recorded); another companion's server of
+    the same name, or a server the user put under that name, is left and named. A second run
+    is ``ok``."""
+
+    name = "McpServer"
+
+    def facts(self, host: Host, ctx: Context) -> McpFacts:
+        if workdir_of(ctx) is None and ctx.profile.mcp_scope != "user":
+            from types import SimpleNamespace
+
+            from provision.tasks.manifest import load_manifest
+
+            recorded = load_manifest(host, ctx.profile)  # local/project scope: the workdir
+            ctx.launch = SimpleNamespace(workdir=recorded.workdir)  # type: ignore[assignment]
+        return super().facts(host, ctx)
+
+    def plan(self, facts: McpFacts, ctx: Context) -> list[Action]:
+        current = facts.in_scope(facts.scope)
+        if current is None:
+            return []
+        owner = _companion_config(current)
+        if owner is None or owner not in (_companion_config(facts.wanted), *facts.previous):
+            whose = f"another companion's (config {owner!r})" if owner else "not tl-rebuild mcp"
+            raise McpRegistrationError(
+                f"MCP server {facts.name!r} ({facts.scope} scope) is {whose}: "
+                f"{current.describe()}; nothing was removed")
+        return [self._run(facts, ("remove", "--scope", facts.scope, facts.name),
+                          f"remove MCP server {facts.name!r} ({facts.scope} scope): "
+                          f"{current.describe()}")]
+
+    def ok_message(self, facts: McpFacts, ctx: Context) -> str:
+        return f"no MCP server {facts.name!r} in {facts.scope} scope"

@@ -20,7 +20,8 @@ accepts (``response.created``, per item ``output_item.added`` … ``output_item.
   the cue's ``after_text`` — never the tool output itself, so a test can tell carried speech
   from carried tool output.
 
-Loopback only; only the stdlib.
+Loopback only; only the stdlib (and the loopback server of
+provision/accept/model_standin.py).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from provision.accept.model_standin import Loopback
 
 Arguments = Mapping[str, Any] | Callable[[str], Mapping[str, Any]]
 
@@ -101,7 +104,7 @@ def mcp_output(output: str) -> Any:
     return json.loads(output.split("Output:\n", 1)[-1])
 
 
-class CodexFakeApi:
+class CodexFakeApi(Loopback):
     """A started fake Responses API (use as a context manager); ``requests`` in arrival order."""
 
     def __init__(self, cues: Sequence[Cue] = ()) -> None:
@@ -148,18 +151,7 @@ class CodexFakeApi:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> CodexFakeApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self.serve(Handler)
 
     def turns(self) -> list[Request]:
         """The requests that were model turns (not compaction), in order."""

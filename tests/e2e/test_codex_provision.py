@@ -11,6 +11,7 @@ chain, so the user's program receives the turn's payload through ``tl-rebuild ho
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -174,33 +175,12 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     """The operator's path end to end: apply on a live ``codex --no-daemon``, restart codex so
     it reads the merged config.toml, talk, request a rebuild; the next turn end switches the
     pane to the rebuilt thread."""
-    import os
 
     from runtime.procfs import codex_writer_locks
     from runtime.switch.store import Store
-    from tests.e2e.codex_fake_api import reply_text
     from tests.e2e.test_codex_switch import request_rebuild
 
-    options = ("--no-daemon",)
-    tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
-    tui.start(tui.argv(*options), extra_env=tmux_env)
-    profile = host_profile(tmp_path, tui)
-    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
-    out = capsys.readouterr().out
-    # a running codex keeps the notify and MCP servers it started with (measured in
-    # tests/e2e/test_codex_config_reload.py): apply says to restart it
-    assert f"ok: [scratch] RestartClaude — restart codex (pid {tui.pane_pid()}," in out, out
-    tui.close()
-    tui.start([*tui.argv(*options), "please remember the blue door"], extra_env=tmux_env)
-    wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
-    from runtime.procfs import cmdline, descendants
-    wait_for(lambda: any(TL_REBUILD in (cmdline(pid) or ()) for pid in
-                         descendants(tui.pane_pid())),
-             timeout=60, what="codex to start our MCP server (tl-rebuild mcp)")
-    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
-    again = capsys.readouterr().out
-    assert f"ok: [scratch] RestartClaude — nothing to restart: the live codex (pid " \
-        f"{tui.pane_pid()}) runs our MCP server" in again, again
+    apply_restart_and_talk(tmp_path, tui, ("--no-daemon",), capsys)
     # the thread the model was asked on (at start the TUI can briefly lock a rollout-less
     # helper thread, so the pane's lock is not read here)
     old = next(r.headers["session-id"] for r in api.requests
@@ -212,6 +192,35 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     pid = tui.pane_pid()
     tui.pids.add(pid)
     assert codex_writer_locks(tui.home.root, pid) == (str(op.fact("new_session_id")),)
+
+
+def apply_restart_and_talk(tmp_path: Path, tui: CodexTui, options: tuple[str, ...],
+                           capture: pytest.CaptureFixture[str]) -> Path:
+    """The operator's install: ``codex OPTIONS`` in the pane, apply (which says to restart
+    codex), codex restarted the same way so it reads config.toml, one prompt answered, our MCP
+    server running below it, apply again (nothing to restart now); the profile."""
+    from runtime.procfs import cmdline, descendants
+    from tests.e2e.codex_fake_api import reply_text
+
+    tmux_env = {"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]}
+    tui.start(tui.argv(*options), extra_env=tmux_env)
+    profile = host_profile(tmp_path, tui)
+    assert main(["apply", str(profile)]) == 0, capture.readouterr().out
+    out = capture.readouterr().out
+    # a running codex keeps the notify and MCP servers it started with (measured in
+    # tests/e2e/test_codex_config_reload.py): apply says to restart it
+    assert f"ok: [scratch] RestartClaude — restart codex (pid {tui.pane_pid()}," in out, out
+    tui.close()
+    tui.start([*tui.argv(*options), "please remember the blue door"], extra_env=tmux_env)
+    wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    wait_for(lambda: any(TL_REBUILD in (cmdline(pid) or ()) for pid in
+                         descendants(tui.pane_pid())),
+             timeout=60, what="codex to start our MCP server (tl-rebuild mcp)")
+    assert main(["apply", str(profile)]) == 0, capture.readouterr().out
+    again = capture.readouterr().out
+    assert f"ok: [scratch] RestartClaude — nothing to restart: the live codex (pid " \
+        f"{tui.pane_pid()}) runs our MCP server" in again, again
+    return profile
 
 
 def test_apply_refuses_a_codex_on_the_shared_daemon_naming_the_fix(
@@ -244,3 +253,70 @@ def test_apply_refuses_a_codex_on_the_shared_daemon_naming_the_fix(
     assert "codex holds its thread in the pane (not the shared app-server daemon) (launched " \
         "without --no-daemon or -c" in out, out
     assert "add --no-daemon to the codex command" in out
+
+
+def test_drift_names_a_relaunch_that_lost_an_option(
+        tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
+    """The pane's codex is restarted by hand without one of its options: drift says the resume
+    argv is stale (a switch would resume without the option) and shows both, with --json too."""
+    option = ["-c", "model_auto_compact_token_limit=900000"]
+    tui.start(tui.argv("--no-daemon", *option))
+    profile = host_profile(tmp_path, tui)
+    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    assert main(["drift", str(profile)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    tui.close()
+    tui.start(tui.argv("--no-daemon"))
+    assert main(["drift", "--json", str(profile)]) == 1
+    found = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    stale = found["resume argv stale"]
+    assert " ".join(option) in stale["before"] and " ".join(option) not in stale["after"]
+    assert stale["after"].endswith("--no-daemon"), stale
+    assert any(check.startswith("launch argv changed") for check in found), found
+    assert main(["drift", str(profile)]) == 1
+    assert "DRIFT resume argv stale: " in capsys.readouterr().out
+
+
+def test_uninstall_takes_out_exactly_what_apply_put_in(
+        tmp_path: Path, tui: CodexTui, capsys: pytest.CaptureFixture[str]) -> None:
+    """apply, then uninstall: the real ``codex mcp list`` no longer lists our server, the
+    user's notify, comments and tables come back byte for byte (mode kept, backup made), a
+    second uninstall changes nothing, --check writes nothing."""
+    config = tui.home.root / "config.toml"
+    config.write_text('# mine\nnotify = ["python3", "/home/u/notify.py"]  # ping me\n'
+                      + config.read_text() + '\n[mcp_servers.docs]\ncommand = "python3"\n'
+                      'args = ["-m", "http.server"]\n')
+    config.chmod(0o600)
+    tui.start(tui.argv("--no-daemon"))
+    before = config.read_bytes()  # after the start: the TUI itself adds [tui] to the file
+    profile = host_profile(tmp_path, tui)
+    assert main(["apply", str(profile)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    merged = config.read_bytes()
+    assert merged != before
+
+    assert main(["uninstall", "--check", "--diff", str(profile)]) == 0
+    checked = capsys.readouterr().out
+    assert "changed: [scratch] CodexConfig — would remove our notify head (yours restored: " \
+        "['python3', '/home/u/notify.py']) and [mcp_servers.threadline] from" in checked, checked
+    assert "-[mcp_servers.threadline]" in checked
+    assert config.read_bytes() != before  # nothing written
+
+    backups = set(tui.home.root.glob("config.toml.*"))
+    assert main(["uninstall", str(profile)]) == 0, capsys.readouterr().out
+    assert "changed=1" in capsys.readouterr().out
+    assert config.read_bytes() == before
+    assert config.stat().st_mode & 0o777 == 0o600
+    made = set(tui.home.root.glob("config.toml.*")) - backups
+    assert len(made) == 1 and made.pop().read_bytes() == merged  # the file it replaced
+    listed = subprocess.run([str(tui.home.binary), "mcp", "list", "--json"],
+                            env=tui.home.env(), capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    names = [entry["name"] for entry in json.loads(listed.stdout)]
+    assert names == ["docs"], listed.stdout
+    assert main(["uninstall", str(profile)]) == 0
+    again = capsys.readouterr().out
+    assert "ok: [scratch] CodexConfig — no Threadline notify head or [mcp_servers.threadline]" \
+        in again and "changed=0" in again, again
+    assert config.read_bytes() == before

@@ -135,7 +135,7 @@ def test_every_subcommand_has_a_description_and_an_example_in_its_help() -> None
     from tests.runtime.cli.test_parser import subcommands
 
     commands = subcommands(build_parser())
-    assert commands.keys() == {"validate", "introspect", "apply", "drift", "accept",
+    assert commands.keys() == {"validate", "introspect", "apply", "drift", "accept", "uninstall",
                                "completion"}
     for name, parser in commands.items():
         text = parser.format_help()

@@ -4,6 +4,7 @@ merge is the identity, removal restores their file, a malformed file is refused 
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -112,9 +113,9 @@ def test_our_table_keeps_keys_the_user_added_to_it() -> None:
 
 
 def test_removal_restores_the_user_file_exactly() -> None:
-    assert remove(merge(USER, WANTED, "/h/c.toml"), TL, "threadline", "/h/c.toml") == USER
+    assert remove(merge(USER, WANTED, "/h/c.toml"), WANTED, "/h/c.toml") == USER
     bare = USER.replace('notify = ["python3", "/home/u/bin/notify.py"]\n', "")
-    assert remove(merge(bare, WANTED, "/h/c.toml"), TL, "threadline", "/h/c.toml") == bare
+    assert remove(merge(bare, WANTED, "/h/c.toml"), WANTED, "/h/c.toml") == bare
 
 
 def test_a_malformed_file_is_refused_with_its_path_and_line() -> None:
@@ -205,3 +206,39 @@ def test_on_disk_the_mode_is_kept_a_backup_made_and_a_malformed_file_left_alone(
     assert failed.status is Status.FAILED and f"{str(config)!r} is not valid TOML" in \
         failed.message
     assert config.read_text() == broken
+
+
+# ---------------------------------------------------------------- uninstall
+
+def test_uninstall_removes_only_ours_restores_theirs_and_a_second_run_is_ok() -> None:
+    from provision.tasks.codex_config import CodexConfigRemoved
+
+    merged = merge(USER, WANTED, "/c/config.toml")
+    host = FakeHost(files={TL: b"#!/bin/sh\n", "/c/config.toml": merged.encode()},
+                    modes={"/c/config.toml": 0o600}, executables={TL})
+    ctx = Context(profile=_profile("/c", "/opt/tl"))
+    checked = run_task(CodexConfigRemoved(), host, Context(profile=ctx.profile, check=True))
+    assert checked.status is Status.CHANGED and host.written == []
+    assert checked.message == ("would remove our notify head (yours restored: ['python3', "
+                               "'/home/u/bin/notify.py']) and [mcp_servers.threadline] from "
+                               "/c/config.toml (backup kept)")
+    assert "-[mcp_servers.threadline]" in checked.diff
+    done = run_task(CodexConfigRemoved(), host, ctx)
+    assert done.status is Status.CHANGED, done.message
+    assert host.files["/c/config.toml"] == USER.encode()  # byte for byte
+    assert host.modes["/c/config.toml"] == 0o600 and "/c/config.toml.bak~" in host.files
+    again = run_task(CodexConfigRemoved(), host, ctx)
+    assert (again.status, again.message) == (Status.OK, "no Threadline notify head or "
+                                             "[mcp_servers.threadline] in /c/config.toml")
+
+
+def test_uninstall_leaves_another_companions_head_and_a_table_the_user_replaced() -> None:
+    other = Wanted(TL, "/etc/threadline/other.toml")
+    text = (f"notify = {json.dumps(other.notify_head)}\n" + USER.split("\n", 5)[5]
+            + f'\n[mcp_servers.threadline]\ncommand = "{TL}"\nargs = ["mcp", "--config", '
+            f'"{CFG}"]\n')
+    out = tomllib.loads(remove(text, WANTED, "/c/config.toml"))
+    assert out["notify"] == other.notify_head  # another companion's head: not ours
+    assert "threadline" not in out["mcp_servers"] and "github" in out["mcp_servers"]
+    replaced = USER + '\n[mcp_servers.threadline]\ncommand = "node"\nargs = ["my-server.js"]\n'
+    assert remove(replaced, WANTED, "/c/config.toml") == replaced

@@ -107,3 +107,14 @@ def test_the_stop_hook_task_refuses_a_read_only_settings_file_unless_the_profile
     for action in task.plan(task.facts(host, allowed), allowed):
         action.execute(host)
     assert "tl-rebuild hook-stop" in settings.read_text()
+
+
+def test_two_writes_of_one_file_in_one_second_keep_both_backups(tmp_path: Path) -> None:
+    """apply then uninstall from one process (the Ansible module, a test) within a second: the
+    second backup must not overwrite the first one (which holds the user's original)."""
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"original\n")
+    first = LocalHost().write_file(str(path), b"merged\n")
+    second = LocalHost().write_file(str(path), b"original\n")
+    assert first and second and first != second
+    assert (Path(first).read_bytes(), Path(second).read_bytes()) == (b"original\n", b"merged\n")

@@ -415,3 +415,46 @@ def test_registered_real_server_lists_the_seven_tools_and_claude_connects_to_it(
     assert sorted(facts.tools) == sorted(EXPECTED_TOOLS)
     assert facts.argv[-3:] == ("mcp", "--config", str(config))
     assert task.plan(facts, ctx) == []
+
+
+@pytest.mark.real_claude
+def test_uninstall_takes_out_our_hook_and_server_and_keeps_the_users(sandbox):
+    """``tl-provision uninstall``'s tasks on a claude profile, with the real claude: our Stop
+    entry and MCP registration go, the user's own hook, keys and server stay, a second
+    run is ok, another companion's server of our name is refused and kept."""
+    from provision.cli import uninstall_tasks
+    from provision.engine import run_task
+    from provision.result import Status
+    from provision.tasks.mcp import McpServerRemoved
+    from provision.tasks.settings import StopHook
+
+    home, _, _, ctx, claude = sandbox
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"hooks": [{"type": "command", "command": "python3 /home/u/stop.py"}]}
+    settings.write_text(json.dumps({"model": "opus", "hooks": {"Stop": [mine]}}))
+    assert claude("mcp", "add", "--scope", "user", "mine", "--", "python3", "-m",
+                  "http.server").returncode == 0
+    _apply(StopHook(), LocalHost(), ctx())
+    _apply(McpServer(), LocalHost(), ctx())
+    assert "tl-rebuild hook-stop" in settings.read_text()
+
+    results = [run_task(task, LocalHost(), ctx()) for task in uninstall_tasks()]
+    assert [(r.task, r.status) for r in results] == [
+        ("StopHook", Status.CHANGED), ("McpServer", Status.CHANGED),
+        ("CodexConfig", Status.SKIPPED)], [r.message for r in results]
+    assert json.loads(settings.read_text()) == {"model": "opus", "hooks": {"Stop": [mine]}}
+    servers = _claude_json(home)["mcpServers"]
+    assert "threadline" not in servers and servers["mine"]["args"] == ["-m", "http.server"]
+    assert "No MCP server named" in claude("mcp", "get", "threadline").stderr + \
+        claude("mcp", "get", "threadline").stdout
+    again = [run_task(task, LocalHost(), ctx()) for task in uninstall_tasks()]
+    assert [r.status for r in again] == [Status.OK, Status.OK, Status.SKIPPED]
+    assert again[1].message == "no MCP server 'threadline' in user scope"
+
+    assert claude("mcp", "add", "--scope", "user", "threadline", "--", "/b/tl-rebuild", "mcp",
+                  "--config", "/other.toml").returncode == 0
+    refused = run_task(McpServerRemoved(), LocalHost(), ctx())
+    assert refused.status is Status.FAILED
+    assert "is another companion's (config '/other.toml')" in refused.message
+    assert "threadline" in _claude_json(home)["mcpServers"]

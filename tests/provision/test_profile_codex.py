@@ -85,10 +85,18 @@ def test_agent_codex_on_another_door_than_tmux_is_refused_in_one_line() -> None:
         profile_from_mapping(_with(door=pointer))
 
 
-def test_accept_refuses_a_codex_host_instead_of_checking_claude() -> None:
+def test_accept_on_a_codex_host_runs_codex_lines_not_the_claude_checklist() -> None:
+    """Nothing installed on a fake host: the Codex lines, never a claude one (hook, settings.json,
+    channels), and the lines that need the missing config are skipped naming it."""
     from provision.accept import run_accept
     from provision.errors import AcceptError
     from tests.fakes import FakeHost
 
-    with pytest.raises(AcceptError, match=r"agent 'codex' is not covered yet"):
-        run_accept(profile_from_mapping(CODEX), FakeHost())
+    report = run_accept(profile_from_mapping(CODEX), FakeHost(), pause=0.0)
+    names = [line.name for line in report.lines]
+    assert "sessions dir exists" in names and "notify runs tl-rebuild hook-notify" in names
+    assert not [n for n in names if "hook" in n and "notify" not in n or "channel" in n], names
+    skipped = {line.name: line.because for line in report.lines if line.status == "skip"}
+    assert skipped["codex binary absolute"] == "runtime config valid"
+    with pytest.raises(AcceptError, match=r"--live is not built for a codex host"):
+        run_accept(profile_from_mapping(CODEX), FakeHost(), live=True, confirm="REBUILD")
