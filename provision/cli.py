@@ -10,13 +10,20 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from provision.errors import ProvisionError
+
+if TYPE_CHECKING:
+    from provision.actions import Task
+    from provision.host import Host
+    from provision.profile import Profile
+    from provision.result import TaskResult
 
 PROG = "tl-provision"
 
 
-def apply_tasks(restart_claude: bool = False) -> list:
+def apply_tasks(restart_claude: bool = False) -> list[Task]:
     """The ordered task list of ``apply``."""
     from provision.tasks.codex_config import CodexConfig
     from provision.tasks.files import Directories, LaunchDropIn, RunnerWrapper, RuntimeConfig
@@ -33,13 +40,13 @@ def apply_tasks(restart_claude: bool = False) -> list:
             McpTools(), StopHookPersists(), Manifest(), RestartClaude(restart_claude)]
 
 
-def introspect_tasks() -> list:
+def introspect_tasks() -> list[Task]:
     from provision.tasks.launcher import HostFacts, LaunchCommand, ResumeCommand
 
     return [HostFacts(), LaunchCommand(), ResumeCommand()]
 
 
-def _host(profile):
+def _host(profile: Profile) -> Host:
     from provision.host import LocalHost
 
     if profile.connection != "local":
@@ -48,7 +55,7 @@ def _host(profile):
     return LocalHost(profile.host)
 
 
-def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
+def _run(args: argparse.Namespace, tasks: list[Task], check: bool) -> int:
     from provision import engine
     from provision.profile import load_profile
     from provision.result import Context
@@ -56,7 +63,7 @@ def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
     profile = load_profile(args.profile)
     ctx = Context(profile, check=check)
 
-    def show(result) -> None:
+    def show(result: TaskResult) -> None:
         if not args.json:
             # introspect's evidence and token table are what it is asked for: always shown
             verbose = 1 if args.command == "introspect" else args.verbose
