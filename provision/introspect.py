@@ -311,8 +311,7 @@ def _systemd(host: Host, profile: Profile) -> Launch:
             unit_pointer, _ = parse_args(argv[1:])
         except ValueError as exc:
             raise IntrospectError(f"tl-launch in unit {unit!r}: {exc}") from exc
-        wanted = (profile.door.systemd_pointer_path
-                  or f"{profile.install.state_dir.rstrip('/')}/pointer")
+        wanted = profile.door.systemd_pointer_path or profile.install.default_pointer_path
         if unit_pointer != wanted:
             raise IntrospectError(f"tl-launch in unit {unit!r} reads pointer {unit_pointer!r} but "
                                   f"the door writes {wanted!r}: set door.systemd.pointer_path")

@@ -9,8 +9,10 @@ import pytest
 from runtime.agents import RunningFacts, claude
 from runtime.agents.claude import (
     ResumeArgvError,
+    asks_dev_warning,
     channel_flags,
     channel_tokens,
+    dev_channel_servers,
     environment_names,
     format_argv,
     parse_session_record,
@@ -54,6 +56,13 @@ def test_a_configured_fragment_without_a_program_is_read_the_same_way() -> None:
 
 def test_flags_that_only_start_like_a_channel_flag_are_not_channels() -> None:
     assert channel_flags(["claude", "--channels-extra", "x", "--channel", "y"]) == ()
+
+
+def test_only_a_development_channel_asks_the_warning_and_names_its_servers() -> None:
+    argv = ["claude", f"{DEV}=server:a", DEV, "plugin:p@m", "--channels", "server:b"]
+    assert dev_channel_servers(argv) == ["a"]
+    assert asks_dev_warning(channel_flags(argv))
+    assert not asks_dev_warning(channel_flags(["claude", "--channels", "server:b"]))
 
 
 # -- the session an argv runs -------------------------------------------------------------
