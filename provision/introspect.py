@@ -381,26 +381,30 @@ _CODEX_LAYOUT = re.compile(
     r"|.*/node_modules/@openai/codex-[a-z0-9-]+/vendor/[^/]+/(?:bin/)?codex(?:/codex)?")
 
 
-def codex_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
-    """How the executable at ``real`` is known to be codex, or None."""
+_LAYOUTS = {"claude": (_CLAUDE_LAYOUT, "the Claude Code package layout"),
+            "codex": (_CODEX_LAYOUT, "the @openai/codex package layout")}
+
+
+def agent_identity(agent: str, real: str, binary_real: str | None,
+                   live_exe: str | None) -> str | None:
+    """How the executable at ``real`` (symlinks resolved) is known to be ``agent``, or None:
+    the profile's binary, the agent's package layout, or the live process's executable."""
+    layout, label = _LAYOUTS[agent]
     if binary_real is not None and real == binary_real:
-        return "the profile's codex.binary"
-    if _CODEX_LAYOUT.fullmatch(real):
-        return "the @openai/codex package layout"
+        return f"the profile's {agent}.binary"
+    if layout.fullmatch(real):
+        return label
     if live_exe is not None and real == live_exe:
-        return "the live codex process's executable"
+        return f"the live {agent} process's executable"
     return None
+
+
+def codex_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
+    return agent_identity("codex", real, binary_real, live_exe)
 
 
 def claude_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
-    """How the executable at ``real`` (symlinks resolved) is known to be claude, or None."""
-    if binary_real is not None and real == binary_real:
-        return "the profile's claude.binary"
-    if _CLAUDE_LAYOUT.fullmatch(real):
-        return "the Claude Code package layout"
-    if live_exe is not None and real == live_exe:
-        return "the live claude process's executable"
-    return None
+    return agent_identity("claude", real, binary_real, live_exe)
 
 
 def identify_claude(host: Host, profile: Profile, program: str,
