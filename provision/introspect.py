@@ -381,15 +381,17 @@ _CODEX_LAYOUT = re.compile(
     r"|.*/node_modules/@openai/codex-[a-z0-9-]+/vendor/[^/]+/(?:bin/)?codex(?:/codex)?")
 
 
-_LAYOUTS = {"claude": (_CLAUDE_LAYOUT, "the Claude Code package layout"),
-            "codex": (_CODEX_LAYOUT, "the @openai/codex package layout")}
+# agent → (its install layout, how that evidence is named, the npm package it comes from)
+_LAYOUTS = {"claude": (_CLAUDE_LAYOUT, "the Claude Code package layout",
+                       "@anthropic-ai/claude-code"),
+            "codex": (_CODEX_LAYOUT, "the @openai/codex package layout", "@openai/codex")}
 
 
 def agent_identity(agent: str, real: str, binary_real: str | None,
                    live_exe: str | None) -> str | None:
     """How the executable at ``real`` (symlinks resolved) is known to be ``agent``, or None:
     the profile's binary, the agent's package layout, or the live process's executable."""
-    layout, label = _LAYOUTS[agent]
+    layout, label, _ = _LAYOUTS[agent]
     if binary_real is not None and real == binary_real:
         return f"the profile's {agent}.binary"
     if layout.fullmatch(real):
@@ -409,26 +411,20 @@ def claude_identity(real: str, binary_real: str | None, live_exe: str | None) ->
 
 def identify_claude(host: Host, profile: Profile, program: str,
                     live: LiveProcess | None) -> str:
-    """Evidence that ``program`` is claude; IntrospectError when nothing identifies it, so
-    no unidentified program is ever run (``--version``) or given a resume argv."""
+    """Evidence that ``program`` is the profile's agent (claude or codex); IntrospectError when
+    nothing identifies it, so no unidentified program is ever run (``--version``) or given a
+    resume argv."""
     real = host.realpath(program)
     binary = host.realpath(profile.claude.binary) if profile.claude.binary else None
     exe = host.readlink(f"/proc/{live.pid}/exe") if live is not None else None
-    if profile.agent == "codex":
-        how = codex_identity(real, binary, host.realpath(exe) if exe else None)
-        if how is None:
-            raise IntrospectError(
-                f"launch command {program!r} (resolves to {real!r}) is not codex: it is not "
-                "codex.binary, not in an @openai/codex install and not the live codex's "
-                "executable; nothing was run — set codex.binary if it is a wrapper")
-        return f"codex identified by {how}: {real}"
-    how = claude_identity(real, binary, host.realpath(exe) if exe else None)
+    agent = profile.agent
+    how = agent_identity(agent, real, binary, host.realpath(exe) if exe else None)
     if how is None:
         raise IntrospectError(
-            f"launch command {program!r} (resolves to {real!r}) is not claude: it is not "
-            "claude.binary, not in an @anthropic-ai/claude-code install and not the live "
-            "claude's executable; nothing was run — set claude.binary if it is a wrapper")
-    return f"claude identified by {how}: {real}"
+            f"launch command {program!r} (resolves to {real!r}) is not {agent}: it is not "
+            f"{agent}.binary, not in an {_LAYOUTS[agent][2]} install and not the live "
+            f"{agent}'s executable; nothing was run — set {agent}.binary if it is a wrapper")
+    return f"{agent} identified by {how}: {real}"
 
 
 def _settle(host: Host, profile: Profile, source: str, configured: F.ShellCommand,
