@@ -10,14 +10,21 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from provision.errors import ProvisionError
 from runtime.cli.render import use_colour
 
+if TYPE_CHECKING:
+    from provision.actions import Task
+    from provision.host import Host
+    from provision.profile import Profile
+    from provision.result import TaskResult
+
 PROG = "tl-provision"
 
 
-def emit_json(data: dict) -> None:
+def emit_json(data: dict[str, object]) -> None:
     """A ``--json`` result on stdout, ``schema_version`` first (as tl-rebuild's)."""
     from runtime.cli.output import SCHEMA_VERSION
 
@@ -25,7 +32,7 @@ def emit_json(data: dict) -> None:
                      default=str))
 
 
-def apply_tasks(restart_claude: bool = False) -> list:
+def apply_tasks(restart_claude: bool = False) -> list[Task]:
     """The ordered task list of ``apply``."""
     from provision.tasks.codex_config import CodexConfig
     from provision.tasks.files import Directories, LaunchDropIn, RunnerWrapper, RuntimeConfig
@@ -42,7 +49,7 @@ def apply_tasks(restart_claude: bool = False) -> list:
             McpTools(), StopHookPersists(), Manifest(), RestartClaude(restart_claude)]
 
 
-def uninstall_tasks() -> list:
+def uninstall_tasks() -> list[Task]:
     """What ``uninstall`` removes: what apply added to the agent's own files — claude: our Stop
     hook entry and MCP registration; codex: our notify head and MCP table (HANDOFF §8)."""
     from provision.tasks.codex_config import CodexConfigRemoved
@@ -52,13 +59,13 @@ def uninstall_tasks() -> list:
     return [StopHook(present=False), McpServerRemoved(), CodexConfigRemoved()]
 
 
-def introspect_tasks() -> list:
+def introspect_tasks() -> list[Task]:
     from provision.tasks.launcher import HostFacts, LaunchCommand, ResumeCommand
 
     return [HostFacts(), LaunchCommand(), ResumeCommand()]
 
 
-def _host(profile):
+def _host(profile: Profile) -> Host:
     from provision.host import LocalHost
 
     if profile.connection != "local":
@@ -67,7 +74,7 @@ def _host(profile):
     return LocalHost(profile.host)
 
 
-def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
+def _run(args: argparse.Namespace, tasks: list[Task], check: bool) -> int:
     from provision import engine
     from provision.profile import load_profile
     from provision.result import Context
@@ -76,7 +83,7 @@ def _run(args: argparse.Namespace, tasks: list, check: bool) -> int:
     ctx = Context(profile, check=check)
     colour = use_colour()
 
-    def show(result) -> None:
+    def show(result: TaskResult) -> None:
         if not args.json:
             # introspect's evidence and token table are what it is asked for: always shown
             verbose = 1 if args.command == "introspect" else args.verbose

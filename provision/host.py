@@ -102,8 +102,9 @@ class Host:
 
     def proc_cmdline(self, pid: int) -> tuple[str, ...]:
         """argv of a live process from /proc/PID/cmdline (() when gone or a zombie)."""
-        data = self.read_bytes(f"/proc/{pid}/cmdline") or b""
-        return tuple(part.decode("utf-8", "replace") for part in data.split(b"\0")[:-1])
+        from runtime.agents import decode_cmdline
+
+        return decode_cmdline(self.read_bytes(f"/proc/{pid}/cmdline") or b"")
 
     def proc_children(self, pid: int) -> list[int]:
         """Direct children of ``pid`` from /proc/PID/task/*/children."""

@@ -311,8 +311,7 @@ def _systemd(host: Host, profile: Profile) -> Launch:
             unit_pointer, _ = parse_args(argv[1:])
         except ValueError as exc:
             raise IntrospectError(f"tl-launch in unit {unit!r}: {exc}") from exc
-        wanted = (profile.door.systemd_pointer_path
-                  or f"{profile.install.state_dir.rstrip('/')}/pointer")
+        wanted = profile.door.systemd_pointer_path or profile.install.default_pointer_path
         if unit_pointer != wanted:
             raise IntrospectError(f"tl-launch in unit {unit!r} reads pointer {unit_pointer!r} but "
                                   f"the door writes {wanted!r}: set door.systemd.pointer_path")
@@ -382,50 +381,50 @@ _CODEX_LAYOUT = re.compile(
     r"|.*/node_modules/@openai/codex-[a-z0-9-]+/vendor/[^/]+/(?:bin/)?codex(?:/codex)?")
 
 
-def codex_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
-    """How the executable at ``real`` is known to be codex, or None."""
+# agent → (its install layout, how that evidence is named, the npm package it comes from)
+_LAYOUTS = {"claude": (_CLAUDE_LAYOUT, "the Claude Code package layout",
+                       "@anthropic-ai/claude-code"),
+            "codex": (_CODEX_LAYOUT, "the @openai/codex package layout", "@openai/codex")}
+
+
+def agent_identity(agent: str, real: str, binary_real: str | None,
+                   live_exe: str | None) -> str | None:
+    """How the executable at ``real`` (symlinks resolved) is known to be ``agent``, or None:
+    the profile's binary, the agent's package layout, or the live process's executable."""
+    layout, label, _ = _LAYOUTS[agent]
     if binary_real is not None and real == binary_real:
-        return "the profile's codex.binary"
-    if _CODEX_LAYOUT.fullmatch(real):
-        return "the @openai/codex package layout"
+        return f"the profile's {agent}.binary"
+    if layout.fullmatch(real):
+        return label
     if live_exe is not None and real == live_exe:
-        return "the live codex process's executable"
+        return f"the live {agent} process's executable"
     return None
+
+
+def codex_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
+    return agent_identity("codex", real, binary_real, live_exe)
 
 
 def claude_identity(real: str, binary_real: str | None, live_exe: str | None) -> str | None:
-    """How the executable at ``real`` (symlinks resolved) is known to be claude, or None."""
-    if binary_real is not None and real == binary_real:
-        return "the profile's claude.binary"
-    if _CLAUDE_LAYOUT.fullmatch(real):
-        return "the Claude Code package layout"
-    if live_exe is not None and real == live_exe:
-        return "the live claude process's executable"
-    return None
+    return agent_identity("claude", real, binary_real, live_exe)
 
 
 def identify_claude(host: Host, profile: Profile, program: str,
                     live: LiveProcess | None) -> str:
-    """Evidence that ``program`` is claude; IntrospectError when nothing identifies it, so
-    no unidentified program is ever run (``--version``) or given a resume argv."""
+    """Evidence that ``program`` is the profile's agent (claude or codex); IntrospectError when
+    nothing identifies it, so no unidentified program is ever run (``--version``) or given a
+    resume argv."""
     real = host.realpath(program)
     binary = host.realpath(profile.claude.binary) if profile.claude.binary else None
     exe = host.readlink(f"/proc/{live.pid}/exe") if live is not None else None
-    if profile.agent == "codex":
-        how = codex_identity(real, binary, host.realpath(exe) if exe else None)
-        if how is None:
-            raise IntrospectError(
-                f"launch command {program!r} (resolves to {real!r}) is not codex: it is not "
-                "codex.binary, not in an @openai/codex install and not the live codex's "
-                "executable; nothing was run — set codex.binary if it is a wrapper")
-        return f"codex identified by {how}: {real}"
-    how = claude_identity(real, binary, host.realpath(exe) if exe else None)
+    agent = profile.agent
+    how = agent_identity(agent, real, binary, host.realpath(exe) if exe else None)
     if how is None:
         raise IntrospectError(
-            f"launch command {program!r} (resolves to {real!r}) is not claude: it is not "
-            "claude.binary, not in an @anthropic-ai/claude-code install and not the live "
-            "claude's executable; nothing was run — set claude.binary if it is a wrapper")
-    return f"claude identified by {how}: {real}"
+            f"launch command {program!r} (resolves to {real!r}) is not {agent}: it is not "
+            f"{agent}.binary, not in an {_LAYOUTS[agent][2]} install and not the live "
+            f"{agent}'s executable; nothing was run — set {agent}.binary if it is a wrapper")
+    return f"{agent} identified by {how}: {real}"
 
 
 def _settle(host: Host, profile: Profile, source: str, configured: F.ShellCommand,

@@ -95,6 +95,11 @@ class InstallSpec:
     def manifest_path(self) -> str:
         return f"{self.state_dir.rstrip('/')}/provision.json"
 
+    @property
+    def default_pointer_path(self) -> str:
+        """The pointer file of the systemd / pointer door when the profile names none."""
+        return f"{self.state_dir.rstrip('/')}/pointer"
+
 
 @dataclass(frozen=True)
 class Profile:

@@ -66,7 +66,8 @@ def render(template: str, context: Mapping[str, Any]) -> bytes:
     from jinja2 import TemplateError
 
     try:
-        return _environment().get_template(template).render(**context).encode("utf-8")
+        text: str = _environment().get_template(template).render(**context)
+        return text.encode("utf-8")
     except TemplateError as exc:
         raise RenderError(f"template {template!r} failed to render: {exc}") from exc
 

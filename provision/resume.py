@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from provision.errors import ResumeError
-from runtime.agents import claude, codex
+from runtime.agents import claude, cli_for
+from runtime.errors import ConfigError
 
 SESSION_TOKEN = claude.SESSION_TOKEN
 _PLACEHOLDER = "tlprovisionsessionplaceholder0"
@@ -24,10 +25,9 @@ def resume_argv(launch_argv: Sequence[str], session_id: str = SESSION_TOKEN,
     replaced by ``session_id``. For codex it is ``runtime.agents.codex.resume_argv``:
     ``<codex> resume {session_id}`` + every option, so a TUI started without an id resumes too.
     """
-    rule = codex.resume_argv if agent == "codex" else claude.resume_argv
     try:
-        argv = rule(list(launch_argv), _PLACEHOLDER)
-    except (claude.ResumeArgvError, codex.ResumeArgvError) as exc:
+        argv = cli_for(agent).resume_argv(list(launch_argv), _PLACEHOLDER)
+    except ConfigError as exc:  # each agent's ResumeArgvError, or an agent with no rules
         raise ResumeError(f"cannot compute the resume argv: {exc}") from exc
     return tuple(session_id if token == _PLACEHOLDER else token for token in argv)
 

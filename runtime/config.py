@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -234,7 +235,8 @@ def _schema() -> dict[str, Any]:
     from importlib import resources
 
     text = resources.files("runtime.schema").joinpath("config.schema.json").read_text("utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 def schema_errors(data: Any) -> list[str]:
@@ -298,8 +300,10 @@ def _surely_valid(value: Any, schema: Any) -> bool:
     elif type(value) in (int, float):
         if type(value) is float and not math.isfinite(value):
             return False
-        for key, ok in (("minimum", lambda b: value >= b), ("maximum", lambda b: value <= b),
-                        ("exclusiveMinimum", lambda b: value > b)):
+        bounds: tuple[tuple[str, Callable[[Any], bool]], ...] = (
+            ("minimum", lambda b: value >= b), ("maximum", lambda b: value <= b),
+            ("exclusiveMinimum", lambda b: value > b))
+        for key, ok in bounds:
             if key in schema and not (type(schema[key]) in (int, float) and ok(schema[key])):
                 return False
     elif type(value) is list:

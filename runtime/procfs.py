@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from runtime.agents import claude, decode_cmdline
+from runtime.agents import SHELLS, claude, decode_cmdline
 
 PROC = Path("/proc")
 
@@ -82,9 +82,6 @@ def environ(pid: int) -> dict[str, str] | None:
         return parse_environ((PROC / str(pid) / "environ").read_bytes())
     except OSError:
         return None
-
-
-SHELLS = ("sh", "bash", "dash", "zsh")
 
 
 def command_pid(pid: int) -> int:

@@ -102,7 +102,7 @@ def live_codex(scene: Scene) -> tuple[int | None, list[str]]:
 def _source_thread(scene: Scene, out: Checklist) -> None:
     """The one thread whose writer lock the pane's codex holds, and its rollout."""
     from runtime.procfs import codex_writer_locks
-    from runtime.switch.schedule import codex_rollout
+    from runtime.paths import codex_rollout
 
     name = "source thread held by the pane"
     config = scene.config

@@ -174,7 +174,8 @@ def _resume_equiv(scene: Scene, out: Checklist) -> None:
 
 
 def _channels(scene: Scene, out: Checklist) -> None:
-    from provision.tasks.verify import dev_channel_servers, missing_channel_flags
+    from provision.tasks.verify import missing_channel_flags
+    from runtime.agents.claude import dev_channel_servers
 
     if scene.manifest is None or scene.config is None:
         out.cannot_judge("channel flags kept", "needs the manifest and the runtime config")

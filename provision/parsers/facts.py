@@ -1,7 +1,7 @@
 """Pure parsers for facts: command output or file text in, frozen dataclasses out. No I/O here.
 
-Each parser is tested from real captured outputs (tests/provision/test_facts.py): tmux 3.3a
-``list-panes -F`` / ``pane_start_command``, systemd 252 ``systemctl cat`` / ``show``, and
+Each parser is tested from real captured outputs (tests/provision/parsers/test_facts.py):
+tmux 3.3a ``list-panes -F`` / ``pane_start_command``, systemd 252 ``systemctl cat`` / ``show``, and
 ``/proc/PID/cmdline`` (decoded by ``runtime.agents.decode_cmdline``).
 """
 

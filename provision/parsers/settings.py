@@ -25,6 +25,7 @@ import difflib
 import json
 import os
 import shlex
+from collections.abc import Iterator
 from typing import Any
 
 from provision.errors import SettingsError
@@ -213,8 +214,11 @@ def stop_subtree_diff(before: dict[str, Any], after: dict[str, Any], path: str) 
 _MISSING = object()
 
 
+_Found = tuple[dict[str, Any], int, dict[str, Any]]  # (group, index, handler)
+
+
 def _our_handlers(doc: dict[str, Any], marker: str, config_path: str | None,
-                  previous: tuple[str, ...]):
+                  previous: tuple[str, ...]) -> Iterator[_Found]:
     """Yield ``(group, index, handler)`` for each handler of this companion, in file order."""
     for group in doc.get("hooks", {}).get("Stop", []):
         for index, handler in enumerate(group.get("hooks", [])):
@@ -222,7 +226,7 @@ def _our_handlers(doc: dict[str, Any], marker: str, config_path: str | None,
                 yield group, index, handler
 
 
-def _remove_handlers(doc: dict[str, Any], found: list[tuple[dict, int, dict]]) -> int:
+def _remove_handlers(doc: dict[str, Any], found: list[_Found]) -> int:
     """Delete the given handlers (by identity); drop groups they leave with no handlers."""
     doomed = {id(handler) for _, _, handler in found}
     emptied = []

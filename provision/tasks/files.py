@@ -51,7 +51,7 @@ def pointer_path(profile: Profile) -> str:
     """The pointer file of the systemd / pointer door (default: state_dir/pointer)."""
     door = profile.door
     chosen = door.systemd_pointer_path if door.kind is DoorKind.SYSTEMD else door.pointer_path
-    return chosen or f"{profile.install.state_dir.rstrip('/')}/pointer"
+    return chosen or profile.install.default_pointer_path
 
 
 def find_console_script(host: Host, profile: Profile, name: str) -> str:

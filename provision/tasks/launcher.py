@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from provision.actions import CLAUDE_ONLY, CODEX_ONLY, Action, Task
 from provision.errors import FactError, HostError, IntrospectError
 from provision.introspect import Launch, introspect
-from provision.restart import RestartReady, live_session
 from provision.resume import SESSION_TOKEN, resume_argv, token_table
 from provision.tasks.files import find_console_script, owner_of
+from provision.tasks.restart import RestartReady, live_session
 from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ class RestartClaude(Task):
     """Restart the live claude so it reads the new hook (only with ``--restart-claude``).
 
     tmux and systemd: the live session is resumed through the runtime door and the task waits
-    until claude is ready (provision/restart.py), or fails naming what is missing.
+    until claude is ready (provision/tasks/restart.py), or fails naming what is missing.
     """
 
     name = "RestartClaude"

@@ -17,7 +17,8 @@ everywhere sudo exists: a sudoers drop-in for exactly these three command lines,
 worker takes the one scheduled operation, so no operation id appears in the rule). It is
 written beside its final name with a dot in the name (sudo skips such files), checked with
 ``visudo -cf``, then moved into place (0440) — a broken file never reaches /etc/sudoers.d.
-Proven with real sudo, a second user and systemd 252 in tests/provision/test_privileges_systemd.py.
+Proven with real sudo, a second user and systemd 252 in
+tests/provision/tasks/test_privileges_systemd.py.
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ class StopHook(Task):
                              profile.hook_enabled if self.present is None else self.present,
                              profile.install.config_path, previous_config(host, profile))
 
-    def _merge(self, facts: SettingsFacts) -> tuple[dict, dict, bool, str]:
+    def _merge(self, facts: SettingsFacts) -> tuple[dict[str, Any], dict[str, Any], bool, str]:
         doc = parse_settings(facts.raw, facts.path)
         if facts.present:
             new, changed, message = merge_stop_hook(doc, facts.wanted, previous=facts.previous)
@@ -165,7 +165,7 @@ class StopHook(Task):
                                       summary=f"chown {uid}:{gid} {' '.join(paths)}"))
         return actions
 
-    def _validator(self, facts: SettingsFacts):
+    def _validator(self, facts: SettingsFacts) -> Callable[[bytes], None]:
         path, present = facts.path, facts.present
 
         def validate(content: bytes) -> None:

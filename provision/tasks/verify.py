@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from provision.actions import Action, Task
 from provision.errors import FactError, HostError, VerifyError
 from provision.tasks.files import project_dir
-from runtime.agents.claude import channel_flags, channel_tokens
+from runtime.agents.claude import channel_flags, channel_tokens, dev_channel_servers
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -41,12 +41,6 @@ def missing_channel_flags(live_argv: tuple[str, ...], resume: tuple[str, ...]) -
     """Channel flags (``"FLAG VALUE"``) of the live argv that the resume argv does not carry."""
     have = set(channel_flags(resume))
     return [flag for flag in channel_flags(live_argv) if flag not in have]
-
-
-def dev_channel_servers(argv: tuple[str, ...]) -> list[str]:
-    """``NAME`` of every ``server:NAME`` development channel in ``argv``."""
-    prefix = "--dangerously-load-development-channels server:"
-    return [flag[len(prefix):] for flag in channel_flags(argv) if flag.startswith(prefix)]
 
 
 def mcp_registered(host: Host, ctx: Context, name: str, workdir: str) -> Check:

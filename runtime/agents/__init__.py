@@ -17,6 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+# Shells an agent or a channel server may be started through (``sh -c '… claude …'``): an
+# argv whose program is one of them holds the real command line inside its script.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "fish"})
+
 
 @dataclass(frozen=True)
 class RunningFacts:

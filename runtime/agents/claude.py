@@ -19,18 +19,19 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from runtime.agents import RunningFacts
+from runtime.agents import SHELLS, RunningFacts
 from runtime.errors import ConfigError
 
 NAME = "claude"
 PROGRAMS = frozenset({"claude", "claude.exe", "cli.js"})
-# Flags that attach a channel; a relaunch must keep every one the old process had.
-CHANNEL_FLAGS = ("--channels", "--dangerously-load-development-channels")
+# Flags that attach a channel; a relaunch must keep every one the old process had. Claude
+# asks on every start with the development flag (a warning that waits for Enter).
+DEV_CHANNELS_FLAG = "--dangerously-load-development-channels"
+CHANNEL_FLAGS = ("--channels", DEV_CHANNELS_FLAG)
 CONTINUE_FLAGS = frozenset({"--continue", "-c"})
 RESUME_FLAGS = frozenset({"--resume", "-r"})
 # Options that change what resuming means (a forced id, a forked copy, a PR's session).
 REFUSED = frozenset({"--session-id", "--fork-session", "--from-pr"})
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 SESSION_TOKEN = "{session_id}"  # the placeholder of a configured resume argv
 # Where claude keeps sessions, settings and MCP config; a resume elsewhere finds no session.
@@ -66,6 +67,18 @@ def channel_flags(argv: Sequence[str]) -> tuple[str, ...]:
         name, eq, value = argv[start].partition("=")
         found.extend([f"{name} {value}"] if eq else [f"{name} {v}" for v in argv[start + 1:end]])
     return tuple(found)
+
+
+def asks_dev_warning(flags: Iterable[str]) -> bool:
+    """True when channel ``flags`` (``"FLAG VALUE"``) load a development channel: claude then
+    shows its development-channels warning on every start and waits for Enter."""
+    return any(flag.startswith(DEV_CHANNELS_FLAG) for flag in flags)
+
+
+def dev_channel_servers(argv: Sequence[str]) -> list[str]:
+    """``NAME`` of every ``server:NAME`` development channel in ``argv``."""
+    prefix = f"{DEV_CHANNELS_FLAG} server:"
+    return [flag[len(prefix):] for flag in channel_flags(argv) if flag.startswith(prefix)]
 
 
 def channel_tokens(argv: Sequence[str]) -> tuple[str, ...]:

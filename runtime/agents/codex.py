@@ -19,12 +19,11 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from runtime.agents import RunningFacts
+from runtime.agents import SHELLS, RunningFacts
 from runtime.errors import ConfigError
 
 NAME = "codex"
 PROGRAMS = frozenset({"codex", "codex.js"})
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
 # Where codex keeps its config, sessions and thread-writer locks; a resume elsewhere finds nothing.
 HOME_VAR = "CODEX_HOME"
 # Options that take one value (``-m x``, ``-mx``, ``--model x``, ``--model=x``).

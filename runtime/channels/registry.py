@@ -27,9 +27,10 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from runtime.agents import SHELLS
+
 SCOPE_ORDER = ("local", "project", "user")  # first wins
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh"})
 # Launchers that run their operand as a child (or exec it): the operand's argv also counts.
 RUNNERS = {"uv": ("run",), "npx": (), "bunx": (), "pnpm": ("exec", "dlx"), "uvx": ()}
 # npm options of ``npx`` / ``npm exec`` that take no value / one value (dropped from its title).

@@ -130,17 +130,17 @@ def run_fork(args: argparse.Namespace) -> int:
         raise BlockedError(f"fork of {str(source)!r} refused: {built.blocked_reason}")
     directory = Path(args.into).expanduser() if args.into else source.parent
     if codex and not args.into:
-        directory = candidate.default_folder(source, built.created)  # type: ignore[attr-defined]
-    path = candidate.write(built, directory)  # type: ignore[arg-type]
+        directory = candidate.default_folder(source, built.created)
+    path = candidate.write(built, directory)
     try:
-        checked = verify_candidate(path, built)  # type: ignore[arg-type]
+        checked = verify_candidate(path, built)
     except VerificationError:
         proc.remove(path)
         raise
     resume = f"codex resume {built.new_session_id}" if codex else (
         f"claude --resume {built.new_session_id}"
     )
-    workdir = built.meta.get("cwd") if codex else None  # type: ignore[attr-defined]
+    workdir = built.meta.get("cwd") if codex else None
     result: dict[str, Any] = {
         "new_session_id": built.new_session_id,
         "candidate_path": str(path),

@@ -234,7 +234,8 @@ class Prefilter:
             if btype == "tool_result":
                 has_result = True
                 inner = block.content
-                if memoryview(inner)[:1] == b"[":
+                # a memoryview equals the bytes it views; typeshed has no overlap for that
+                if memoryview(inner)[:1] == b"[":  # type: ignore[comparison-overlap]
                     try:
                         items = _decode_inner(inner)
                     except msgspec.DecodeError:

@@ -221,7 +221,8 @@ def parse_line(path: Path, number: int, raw: bytes) -> dict[str, Any]:
         ) from exc
     if type(event) is not dict:  # one call a line: the check inline, _require only to word it
         _require(False, "parse", path, f"line {number} is not an object")
-    return event  # checked to be a dict just above; orjson gives it, no copy needed
+    # checked to be a dict just above; orjson gives it, no copy needed
+    return event  # type: ignore[no-any-return]
 
 
 def _require(ok: bool, check: str, path: Path, detail: str) -> None:

@@ -56,7 +56,7 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
         return health.check(door, want)  # a file and a pointer: nothing to wait for
     started = time.monotonic()
     first: str | None = None
-    accept = any(flag.startswith(health.DEV_FLAG) for flag in want.channel_flags)
+    accept = claude.asks_dev_warning(want.channel_flags)
     confirmed, last_press = 0, 0.0
     watch: health.ServerWatch | None = None
     watched: tuple[str, ...] = ()
@@ -142,8 +142,7 @@ def look_at(pid: int, identity: str, argv: tuple[str, ...], want: health.Expecta
     if config_dir is not None:
         record, named = record_problem(config_dir, pid, want.session_id)
         evidence["session_record"] = named
-        if record and named is None and any(f.startswith(health.DEV_FLAG)
-                                            for f in want.channel_flags):
+        if record and named is None and claude.asks_dev_warning(want.channel_flags):
             record += (" (claude writes it only once the development-channels warning is "
                        "answered: it may be waiting there, deaf)")
         if record:
@@ -163,7 +162,7 @@ def record_problem(config_dir: Path, pid: int,
     named = str(record["sessionId"]) if record and record.get("sessionId") else None
     if named == session_id:
         return None, named
-    where = config_dir / "sessions" / f"{pid}.json"
+    where = claude.session_record_path(config_dir, pid)
     if named is None:
         return f"claude pid {pid} wrote no session record {str(where)!r}", None
     return f"claude pid {pid}'s session record names {named!r}, not {session_id!r}", named

@@ -29,10 +29,9 @@ from runtime.doors.base import Door
 from runtime.errors import IdentityConflictError
 
 NOT_FOUND = "No conversation found"
-# Claude Code shows this on every start with --dangerously-load-development-channels; the
+# Claude Code shows this on every start with a development channel (claude.asks_dev_warning); the
 # preselected choice accepts. The old process had the flag, so the user already chose it.
 DEV_WARNING = "I am using this for local development"
-DEV_FLAG = "--dangerously-load-development-channels"
 POLL = 0.1
 SERVER_POLL = 0.5
 
@@ -67,7 +66,7 @@ def check(door: Door, want: Expectation) -> HealthReport:
         return _check_pointer(door, want)
     deadline = time.monotonic() + want.window
     first: str | None = None
-    accept = any(flag.startswith(DEV_FLAG) for flag in want.channel_flags)
+    accept = claude.asks_dev_warning(want.channel_flags)
     confirmed, last_press = 0, 0.0
     watch: ServerWatch | None = None
     while True:

@@ -110,12 +110,12 @@ def run_restart(args: argparse.Namespace) -> int:
     old_argv = (ident.cmdline(pid) or ()) if pid else ()
     flags = tuple(dict.fromkeys([*claude.channel_flags(old_argv),
                                  *claude.channel_flags(sw.channel_flags)]))
-    if door.name is DoorKind.SYSTEMD and not door.screen() and any(
-            f.startswith(health.DEV_FLAG) for f in flags):
+    if door.name is DoorKind.SYSTEMD and not door.screen() and claude.asks_dev_warning(flags):
         raise DoorError(
-            f"claude in unit {sw.systemd.unit!r} starts with {health.DEV_FLAG} and would wait "
-            f"at its warning after a restart: the systemd door has no terminal to answer it "
-            f"(run claude in tmux inside the unit and set switch.tmux.target; HANDOFF §7)")
+            f"claude in unit {sw.systemd.unit!r} starts with {claude.DEV_CHANNELS_FLAG} and "
+            f"would wait at its warning after a restart: the systemd door has no terminal to "
+            f"answer it (run claude in tmux inside the unit and set switch.tmux.target; "
+            f"HANDOFF §7)")
     carry: dict[str, str] = {}
     if sw.environment and door.name.carries_environment:
         found = carried_environment(sw.environment, pid)

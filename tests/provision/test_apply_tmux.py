@@ -181,7 +181,7 @@ def test_restart_claude_refuses_when_the_live_session_is_unknown_and_leaves_the_
     restart = report.results[-1]
     assert restart.task == "RestartClaude" and restart.status is Status.FAILED
     assert restart.message == (
-        f"cannot tell which session claude pid {before.live.pid} runs: no session id in "
-        f"{str(ready.home / '.claude' / 'sessions' / f'{before.live.pid}.json')!r}; a restart "
-        f"would start a new conversation")
+        f"cannot tell which session claude pid {before.live.pid} runs: no session id of this "
+        f"process in {str(ready.home / '.claude' / 'sessions' / f'{before.live.pid}.json')!r}; "
+        f"a restart would start a new conversation")
     assert ready.tmux.pane_pid(ready.target) == before.live.pid

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +106,22 @@ def test_runner_wrapper_renders_a_sh_script_that_execs_resume_or_launch() -> Non
     assert 'exec /c -p --resume "$session" "$@"' in text
     with pytest.raises(RenderError):
         validate_runner(b"echo hi\n")
+
+
+@pytest.mark.parametrize("pointer", [
+    "sid-1\n", "\n\n  sid-1 \t\nsid-2\n", "sid-1", "", " \n\t\n", None])
+def test_the_runner_reads_the_pointer_by_the_doors_own_rule(
+        tmp_path: Path, pointer: str | None) -> None:
+    from runtime.doors.pointer import parse_pointer
+
+    path = tmp_path / "pointer"
+    if pointer is not None:
+        path.write_text(pointer)
+    runner = tmp_path / "tl-runner"
+    runner.write_bytes(render("tl-runner.sh.j2", {
+        "managed_mark": "Managed by tl-provision", "host": "h", "workdir": str(tmp_path),
+        "pointer_path": str(path), "resume_shell": 'printf "resume [%s]\\n" "$session"',
+        "launch_argv": ["printf", "launch\\n"], "hook_command": "true"}))
+    done = subprocess.run(["sh", str(runner)], capture_output=True, text=True, timeout=10)
+    session = parse_pointer(pointer) if pointer is not None else None
+    assert done.stdout == (f"resume [{session}]\n" if session else "launch\n"), done.stderr

@@ -24,6 +24,13 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def refusal(path: Path) -> str:
+    """The ConfigError message ``load_config(path)`` raises (it must raise one)."""
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return str(info.value)
+
+
 def test_none_gives_every_default_and_no_project_dir() -> None:
     config = load_config(None)
     assert config.project_dir is None
@@ -84,9 +91,7 @@ path = "/run/tl/p"
 
 def test_unknown_keys_are_errors_that_name_the_key(tmp_path: Path) -> None:
     path = write(tmp_path, "bogus = 1\n[rebuild]\nstamp_turn = true\n[switch.tmux]\npane = 'x'\n")
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    message = str(info.value)
+    message = refusal(path)
     assert "bogus: unknown key" in message
     assert "rebuild.stamp_turn: unknown key" in message
     assert "switch.tmux.pane: unknown key" in message
@@ -96,9 +101,7 @@ def test_unknown_keys_are_errors_that_name_the_key(tmp_path: Path) -> None:
 def test_a_misspelt_key_gets_a_did_you_mean_and_a_far_one_does_not(tmp_path: Path) -> None:
     path = write(tmp_path, "bogus = 1\n[rebuild]\nstamp_turn = true\n"
                            "[switch.tmux]\ntarge = 'x'\n")
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    problems = str(info.value).split(": ", 1)[1].split("; ")
+    problems = refusal(path).split(": ", 1)[1].split("; ")
     assert "rebuild.stamp_turn: unknown key (did you mean 'stamp_turns'?)" in problems
     assert "switch.tmux.targe: unknown key (did you mean 'target'?)" in problems
     assert "bogus: unknown key" in problems  # nothing close: the message stays as it was
@@ -124,9 +127,7 @@ def test_all_errors_are_reported_at_once(tmp_path: Path) -> None:
         tmp_path,
         '[rebuild]\ncarry_overflow = "x"\ncarry_max_tokens = -1\n[switch]\ndoor = "ssh"\n',
     )
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    message = str(info.value)
+    message = refusal(path)
     assert "rebuild.carry_overflow: 'x' is not one of ['drop_oldest', 'block']" in message
     assert "rebuild.carry_max_tokens:" in message
     assert "switch.door: 'ssh' is not one of" in message

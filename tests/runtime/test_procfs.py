@@ -11,6 +11,7 @@ from runtime.procfs import (
     claude_session_record,
     claude_session_status,
     cmdline,
+    parse_stat,
     start_time,
 )
 
@@ -91,3 +92,9 @@ def test_the_argv_of_a_live_child_keeps_its_non_utf8_bytes_for_exec() -> None:
         assert os.fsencode((cmdline(child.pid) or ())[3]) == b"caf\xe9 \xff"
     finally:
         child.communicate(b"", timeout=10)
+
+
+def test_the_stat_parser_reads_state_parent_and_start_time_after_the_last_parenthesis() -> None:
+    text = "42 (tmux: server) S 1 42 42 0 -1 4194560 " + " ".join(["0"] * 12) + " 98765 0"
+    assert parse_stat(text) == ("S", 1, 98765)
+    assert parse_stat("garbage") is None

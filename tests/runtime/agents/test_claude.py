@@ -9,8 +9,10 @@ import pytest
 from runtime.agents import RunningFacts, claude
 from runtime.agents.claude import (
     ResumeArgvError,
+    asks_dev_warning,
     channel_flags,
     channel_tokens,
+    dev_channel_servers,
     environment_names,
     format_argv,
     parse_session_record,
@@ -18,6 +20,7 @@ from runtime.agents.claude import (
     resumed_session,
     same_launch,
 )
+from runtime.errors import ConfigError
 
 SID = "0b9c3f52-6a1e-4d5b-9a57-1f0e2d3c4b5a"
 DEV = "--dangerously-load-development-channels"
@@ -56,6 +59,13 @@ def test_flags_that_only_start_like_a_channel_flag_are_not_channels() -> None:
     assert channel_flags(["claude", "--channels-extra", "x", "--channel", "y"]) == ()
 
 
+def test_only_a_development_channel_asks_the_warning_and_names_its_servers() -> None:
+    argv = ["claude", f"{DEV}=server:a", DEV, "plugin:p@m", "--channels", "server:b"]
+    assert dev_channel_servers(argv) == ["a"]
+    assert asks_dev_warning(channel_flags(argv))
+    assert not asks_dev_warning(channel_flags(["claude", "--channels", "server:b"]))
+
+
 # -- the session an argv runs -------------------------------------------------------------
 
 @pytest.mark.parametrize("argv", [
@@ -92,22 +102,47 @@ def test_values_with_spaces_are_kept_as_single_tokens() -> None:
         "claude", "--append-system-prompt", "be  brief, please", "--resume", SID]
 
 
-def test_a_launch_without_a_choice_gets_resume_right_after_the_program() -> None:
-    launch = ["/usr/bin/node", "/opt/claude-code/cli.js", "--verbose"]
-    assert resume_argv(launch, SID) == [*launch[:2], "--resume", SID, "--verbose"]
-
-
-def test_a_choice_after_the_end_of_options_is_a_prompt_not_a_choice() -> None:
-    assert resume_argv(["claude", "--", "-c"], SID) == ["claude", "--resume", SID, "--", "-c"]
-
-
-@pytest.mark.parametrize("launch", [
-    ["claude", "-c", "-r", "x"], ["claude", "--resume=a", "--continue"],
-    ["claude", "--continue", "--fork-session"], ["claude", "--session-id=x", "-c"],
+@pytest.mark.parametrize("launch, program", [
+    (["/usr/bin/node", "/opt/claude-code/cli.js", "--verbose"], 2),
+    (["/usr/bin/env", "NODE_OPTIONS=--max-old-space-size=4096", "/opt/bin/claude", "--verbose"], 3),
 ])
-def test_an_ambiguous_launch_is_refused(launch: list[str]) -> None:
-    with pytest.raises(ResumeArgvError):
+def test_a_launch_without_a_choice_gets_resume_right_after_the_program(
+        launch: list[str], program: int) -> None:
+    assert resume_argv(launch, SID) == [*launch[:program], "--resume", SID, "--verbose"]
+
+
+@pytest.mark.parametrize("before", [[], ["--continue"]])
+def test_a_choice_after_the_end_of_options_is_a_prompt_not_a_choice(before: list[str]) -> None:
+    assert resume_argv(["claude", *before, "--", "-c"], SID) == [
+        "claude", "--resume", SID, "--", "-c"]
+
+
+@pytest.mark.parametrize("launch, says", [
+    (["claude", "--continue", "-c"], r"more than once \('--continue', '-c'\)"),
+    (["claude", "--continue", "--resume", "old"], "'--resume old'"),
+    (["claude", "-c", "-r", "x"], "more than once"),
+    (["claude", "--resume=a", "--continue"], "more than once"),
+    (["claude", "--continue", "--fork-session"], "changes what resuming means"),
+    (["claude", "--continue", "--session-id=abc"], "changes what resuming means"),
+    (["claude", "--session-id=x", "-c"], "changes what resuming means"),
+    (["claude", "--continue", "--from-pr"], "changes what resuming means"),
+    (["/bin/sh", "-c", "claude --continue"], "runs a shell"),
+    (["/usr/bin/node", "/opt/app/main.js"], "no 'claude' program"),
+])
+def test_an_ambiguous_launch_is_refused_saying_why(launch: list[str], says: str) -> None:
+    with pytest.raises(ResumeArgvError, match=says):
         resume_argv(launch, SID)
+
+
+@pytest.mark.parametrize("launch, session, says", [
+    ([], SID, "empty"),
+    (["claude", "-c"], "../../etc/passwd", "not a valid session id"),
+    (["claude", "-c"], SID + "\n", "not a valid session id"),  # `$` would match before it
+])
+def test_an_empty_argv_and_a_bad_session_id_are_config_errors(
+        launch: list[str], session: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        resume_argv(launch, session)
 
 
 # -- comparing a configured launch with the live process ---------------------------------

@@ -17,6 +17,21 @@ HEAVY = ("jsonschema", "mcp", "jinja2", "yaml", "plumbum", "orjson", "runtime.co
          "runtime.switch.store", "runtime.switch.worker", "subprocess", "runtime.cli.render")
 
 
+def heavy_imports(setup: str, argv: list[str]) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run ``tl-rebuild ARGV`` in a fresh interpreter (after ``setup``); the result and the
+    HEAVY modules it imported (``"[]"``: none). An idle hook must stay that light."""
+    code = (
+        f"import sys\n{setup}"
+        "from runtime.cli import main\n"
+        f"main({argv!r})\n"
+        "heavy = [m for m in " + repr(HEAVY) + " if m in sys.modules]\n"
+        "print(heavy, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    return done, done.stderr.strip()
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> World:
     return make_world(tmp_path)
@@ -49,18 +64,10 @@ def test_config_from_the_environment_is_used_when_no_flag_is_given(world: World)
 
 
 def test_the_idle_path_imports_nothing_heavy(world: World) -> None:
-    code = (
-        "import sys, io\n"
-        "sys.stdin = io.TextIOWrapper(io.BytesIO(b'{}'))\n"
-        "from runtime.cli import main\n"
-        f"main(['hook-stop', '--config', {str(world.config_path)!r}])\n"
-        "heavy = [m for m in " + repr(HEAVY) + " if m in sys.modules]\n"
-        "print(heavy, file=sys.stderr)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    done, heavy = heavy_imports("import io\nsys.stdin = io.TextIOWrapper(io.BytesIO(b'{}'))\n",
+                                ["hook-stop", "--config", str(world.config_path)])
     assert done.returncode == 0 and done.stdout == "{}\n"
-    assert done.stderr.strip() == "[]"
+    assert heavy == "[]"
 
 
 def test_stop_from_another_session_is_ignored_with_a_timeline_entry(world: World) -> None:

@@ -22,10 +22,9 @@ from runtime.switch import ops
 from runtime.switch.store import Store
 from tests.fixtures.switch_world import NO_SOCKET, NO_TARGET, TL_REBUILD, toml_value
 from tests.fixtures.tmux import wait_for
+from tests.runtime.cli.test_hook import heavy_imports
 from tests.runtime.codex_rollouts import Rollout
 
-HEAVY = ("jsonschema", "mcp", "jinja2", "yaml", "plumbum", "orjson", "runtime.config",
-         "runtime.switch.store", "runtime.switch.worker", "subprocess", "runtime.cli.render")
 # A user's own notify program: records its argv, then (with a gate) waits for the gate file.
 USER_NOTIFY = """
 import json, os, sys, time
@@ -202,13 +201,6 @@ def test_an_unbound_request_binds_to_the_first_thread_that_has_a_rollout(
 
 
 def test_the_idle_path_imports_nothing_heavy(world: CodexWorld) -> None:
-    code = (
-        "import sys\n"
-        "from runtime.cli import main\n"
-        f"main(['hook-notify', '--config', {str(world.config_path)!r}, {world.payload()!r}])\n"
-        "heavy = [m for m in " + repr(HEAVY) + " if m in sys.modules]\n"
-        "print(heavy, file=sys.stderr)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0 and done.stderr.strip() == "[]"
+    done, heavy = heavy_imports("", ["hook-notify", "--config", str(world.config_path),
+                                     world.payload()])
+    assert done.returncode == 0 and heavy == "[]"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agents.claude import channel_flags, resumed_session
-from runtime.procfs import cmdline, descendants, parse_stat
+from runtime.agents.claude import channel_flags
+from runtime.procfs import cmdline, descendants
 from runtime.switch import health
 from tests.fixtures.process_door import CHANNEL, Launcher, ProcessDoor, start, want
 from tests.fixtures.standin_claude import (
@@ -146,30 +146,6 @@ def test_channels_ready_names_what_is_missing_when_the_window_ends(
     assert not report.ok
     assert "not running: companion" in report.reason
     assert "plugin:tg@mkt not verifiable: plugin 'tg@mkt' has no installPath" in report.reason
-
-
-@pytest.mark.parametrize(
-    ("argv", "flags"),
-    [
-        (["claude", "--channels", "plugin:telegram@x", "--resume", "a"],
-         ("--channels plugin:telegram@x",)),
-        (["claude", "--channels", "a", "b", "-c"], ("--channels a", "--channels b")),
-        (["claude", "--dangerously-load-development-channels=server:companion"],
-         ("--dangerously-load-development-channels server:companion",)),
-        (["claude", "--resume", "x"], ()),
-    ],
-)
-def test_channel_flags_are_read_in_every_spelling(argv: list[str], flags: tuple[str, ...]) -> None:
-    assert channel_flags(argv) == flags
-
-
-def test_resumed_session_and_stat_parsers() -> None:
-    assert resumed_session(["c", "--resume", "abc"]) == "abc"
-    assert resumed_session(["c", "--resume=abc"]) == "abc"
-    assert resumed_session(["c", "-c"]) is None
-    text = "42 (tmux: server) S 1 42 42 0 -1 4194560 " + " ".join(["0"] * 12) + " 98765 0"
-    assert parse_stat(text) == ("S", 1, 98765)
-    assert parse_stat("garbage") is None
 
 
 def test_a_plugin_channel_that_cannot_be_checked_is_named_not_verifiable_and_does_not_fail(

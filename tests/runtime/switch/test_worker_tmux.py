@@ -237,9 +237,7 @@ def test_rollback_refuses_when_the_pane_was_replaced_after_activation(
     tmux_server.cmd("respawn-pane", "-k", "-t", world.target, "sleep 600")
     ops.rollback_request(world.config, op_id, "ROLLBACK")
     world.hook(session_id=new_id)
-    assert world.wait_state(op_id) == "failed"
-    op = world.store.read(op_id)
-    assert op.failure is not None and op.failure["code"] == "session_conflict"
+    world.failure(op_id, "session_conflict")
     assert "sleep" in " ".join(cmdline(tmux_server.pane_pid(world.target)) or ())
 
 
@@ -265,9 +263,7 @@ def test_source_changed_after_freeze_fails_and_switches_nothing(
     world.send("say a late word")
     wait_for(lambda: "said: a late word" in tmux_server.capture(world.target), what="late turn")
     gate.touch()
-    assert world.wait_state(op_id) == "failed"
-    op = world.store.read(op_id)
-    assert op.failure is not None and op.failure["code"] == "source_changed"
+    world.failure(op_id, "source_changed")
     assert tmux_server.pane_pid(world.target) == pid
     assert not candidate.exists()  # the unused candidate is removed
 
@@ -283,10 +279,7 @@ def test_pane_replaced_by_a_third_party_is_a_session_conflict(
     append_events(world.transcript, [{"type": "last-prompt", "lastPrompt": "x",
                                       "sessionId": world.old_session}])
     gate.touch()
-    assert world.wait_state(op_id) == "failed"
-    op = world.store.read(op_id)
-    assert op.failure is not None and op.failure["code"] == "session_conflict", op.failure
-    assert "identity changed" in op.failure["message"]
+    world.failure(op_id, "session_conflict", "identity changed")
     assert tmux_server.pane_pid(world.target) == third
 
 
@@ -298,10 +291,7 @@ def test_empty_identity_is_a_conflict_never_a_match(
     pid = tmux_server.pane_pid(world.target)
     op_id = request(world)
     assert world.hook().returncode == 0
-    assert world.wait_state(op_id) == "failed"
-    op = world.store.read(op_id)
-    assert op.failure is not None and op.failure["code"] == "session_conflict"
-    assert "nowhere:0.0" in op.failure["message"]
+    world.failure(op_id, "session_conflict", "nowhere:0.0")
     assert tmux_server.pane_pid(world.target) == pid
     assert not any(p.name != world.transcript.name for p in world.project_dir.glob("*.jsonl"))
 
@@ -313,10 +303,7 @@ def test_another_transcript_becoming_active_after_freeze_is_a_conflict(
     other = world.project_dir / "99999999-0000-4000-8000-000000000000.jsonl"
     other.write_text("{}\n")
     gate.touch()
-    assert world.wait_state(op_id) == "failed"
-    op = world.store.read(op_id)
-    assert op.failure is not None and op.failure["code"] == "session_conflict"
-    assert other.name in op.failure["message"]
+    world.failure(op_id, "session_conflict", other.name)
     assert tmux_server.pane_pid(world.target) == pid
 
 
@@ -360,10 +347,7 @@ def test_a_pane_that_runs_another_session_is_a_conflict(
     world.start_pane(tmux_server)  # the pane runs `other`
     op_id = ops.request(world.config, "x", "REBUILD", session_id=stopping)["operation_id"]
     assert world.hook(session_id=stopping).returncode == 0
-    assert world.wait_state(op_id) == "failed"
-    op = world.store.read(op_id)
-    assert op.failure is not None and op.failure["code"] == "session_conflict"
-    assert f"runs session {other!r}" in op.failure["message"]
+    world.failure(op_id, "session_conflict", f"runs session {other!r}")
 
 
 def test_the_development_channels_warning_after_the_respawn_is_confirmed_like_the_user_did(
@@ -389,8 +373,5 @@ def test_a_claude_that_stays_busy_fails_the_operation_without_switching(
     wait_for(lambda: "status: busy" in tmux_server.capture(world.target), what="busy")
     op_id = request(world)
     assert world.hook().returncode == 0
-    assert world.wait_state(op_id) == "failed"
-    op = world.store.read(op_id)
-    assert op.failure is not None and op.failure["code"] == "transcript_unstable"
-    assert "claude stayed busy" in op.failure["message"]
+    world.failure(op_id, "transcript_unstable", "claude stayed busy")
     assert tmux_server.pane_pid(world.target) == pid

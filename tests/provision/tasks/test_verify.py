@@ -7,7 +7,7 @@ from provision import engine
 from provision.profile import profile_from_mapping
 from provision.result import Context, Status
 from provision.tasks.launcher import LaunchCommand, ResumeCommand
-from provision.tasks.verify import Verify, dev_channel_servers, missing_channel_flags
+from provision.tasks.verify import Verify, missing_channel_flags
 from tests.fakes import FakeHost
 from tests.provision.test_introspect import LIVE, SHOW, SHOW_ARGS, UNIT
 
@@ -48,12 +48,10 @@ def _verify(host: FakeHost, **extra):
     return report.results[-1]
 
 
-def test_channel_flag_pairs_and_dev_servers() -> None:
+def test_channel_flag_pairs_missing_from_the_resume_argv() -> None:
     assert missing_channel_flags(LIVE, (CLAUDE, "--resume", "x", *LIVE[2:4])) == \
         ["--dangerously-load-development-channels server:companion"]
     assert missing_channel_flags(LIVE, (CLAUDE, "--resume", "x", *LIVE[2:])) == []
-    assert dev_channel_servers((CLAUDE, "--dangerously-load-development-channels=server:a",
-                                "--channels", "plugin:b@c")) == ["a"]
 
 
 def test_all_checks_pass_with_evidence_when_the_channel_server_is_registered() -> None:

@@ -19,7 +19,7 @@ from provision.tasks.privileges import DoorPrivileges, privileged_commands, sudo
 from runtime.config import config_from_mapping
 from runtime.doors.systemd import SystemdDoor, escape_prefix
 from runtime.switch.schedule import worker_argv
-from tests.provision.test_tasks_files import BIN, UNIT, _systemd
+from tests.provision.tasks.test_files import BIN, UNIT, _systemd
 
 TASKS = [LaunchCommand(), ResumeCommand(), Directories(), RuntimeConfig(), DoorPrivileges()]
 RULE = f"/etc/sudoers.d/threadline-{UNIT.replace('.', '_')}"
@@ -27,7 +27,7 @@ PYTHON = "/opt/threadline/bin/python3"
 CGROUP = f"0::/system.slice/{UNIT}\n"
 
 
-def host_for(uid: int):  # noqa: ANN201 - the FakeHost of test_tasks_files
+def host_for(uid: int):  # noqa: ANN201 - the FakeHost of tasks/test_files
     host, profile = _systemd()
     host.users["claude"] = (uid, uid)
     for tool in ("/usr/bin/systemctl", "/usr/bin/systemd-run", "/usr/sbin/visudo"):

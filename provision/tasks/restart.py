@@ -7,43 +7,38 @@ the same code that judges a switch: the development-channels warning answered wh
 server of the rendered config up. Anything less fails the task with one line naming what is
 missing — never a claude left deaf at a prompt while apply says ``changed``.
 
-The session comes from the live claude's own ``sessions/<pid>.json`` (read through the host);
-without it a restart would start a new conversation, so the task refuses instead.
+The session comes from the live claude's own ``sessions/<pid>.json`` (read through the host,
+judged by ``runtime.agents.claude.running_session``: a record an earlier process with the same
+pid left does not count); without it a restart would start a new conversation, so the task
+refuses instead.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provision.actions import Action
 from provision.errors import FactError, RestartError
+from runtime.agents import RunningFacts, claude
+from runtime.procfs import parse_stat
 
 if TYPE_CHECKING:
     from provision.host import Host
 
 
-def parse_session_record(raw: bytes | None) -> str | None:
-    """The ``sessionId`` in a claude ``sessions/<pid>.json``; None when absent or unreadable."""
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw.decode("utf-8", "replace"))
-    except ValueError:
-        return None
-    session = data.get("sessionId") if isinstance(data, dict) else None
-    return session if isinstance(session, str) and session else None
-
-
 def live_session(host: Host, claude_dir: str, pid: int) -> str:
     """The session claude ``pid`` runs, from its session record; FactError when unknown."""
-    path = f"{claude_dir.rstrip('/')}/sessions/{pid}.json"
-    session = parse_session_record(host.read_bytes(path))
+    path = claude.session_record_path(Path(claude_dir), pid)
+    stat = parse_stat(host.read_text(f"/proc/{pid}/stat") or "")
+    facts = RunningFacts(started=stat[2] if stat else None,
+                         session_record=host.read_bytes(str(path)))
+    session = claude.running_session(pid, facts)
     if session is None:
-        raise FactError(f"cannot tell which session claude pid {pid} runs: no session id in "
-                        f"{path!r}; a restart would start a new conversation")
+        raise FactError(f"cannot tell which session claude pid {pid} runs: no session id of "
+                        f"this process in {str(path)!r}; a restart would start a new conversation")
     return session
 
 
