@@ -27,7 +27,7 @@ from provision.errors import (
     SettingsError,
 )
 from provision.host import Host
-from provision.introspect import Launch, introspect, same_launch, tmux_base
+from provision.introspect import Launch, introspect, tmux_base
 from provision.profile import Profile
 from provision.result import Context
 from provision.resume import resume_argv
@@ -94,8 +94,8 @@ def check_drift(host: Host, profile: Profile) -> list[Finding]:
         findings.extend(_launch_findings(host, recorded, launch))
         findings.extend(_unit_findings(recorded, launch))
         findings.extend(_environment_findings(profile, recorded, launch))
-        if launch.live is not None and not same_launch(launch.agent, launch.argv,
-                                                       launch.live.argv):
+        if launch.live is not None and not launch.agent.cli.same_launch(launch.argv,
+                                                                        launch.live.argv):
             findings.append(Finding("live argv differs from configured (restart pending)",
                                     _join(launch.argv), _join(launch.live.argv)))
     findings.extend(_tmux_findings(host, profile, recorded))

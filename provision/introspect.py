@@ -19,6 +19,7 @@ from provision.host import Host
 from provision.parsers import facts as F
 from provision.profile import Profile
 from runtime.agents import claude, codex, decode_cmdline
+from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
 from runtime.doors.tmux import tmux_argv
 
@@ -52,7 +53,7 @@ class Launch:
     in_tmux: bool = False  # systemd door: the unit runs claude in tmux (its terminal)
     live_env: tuple[tuple[str, str], ...] = ()  # the live claude's values of environment_names
     tmux: tuple[str, ...] = ()  # tmux door: the argv prefix that reaches the claude user's server
-    agent: str = "claude"  # the profile's agent: whose command-line rules read ``argv``
+    agent: AgentKind = AgentKind.CLAUDE  # whose command-line rules read ``argv``
 
     def environment(self, names: tuple[str, ...]) -> dict[str, str]:
         """``name → value`` the launch runs with: its own assignments, else the live process's
@@ -65,7 +66,7 @@ class Launch:
     def channel_flags(self) -> tuple[str, ...]:
         """The channel options of the live (else configured) argv, as written there, in order
         (codex has none on its command line)."""
-        if self.agent == "codex":
+        if not self.agent.has_channel_flags:
             return ()
         return claude.channel_tokens(self.live.argv if self.live else self.argv)
 
@@ -89,7 +90,7 @@ def environment_names(launch: Launch, configured_dir: str | None) -> tuple[str, 
     """The variables a resume must carry (names only): every assignment of the launch (inline,
     ``env``, the tmux session's environment, the unit's ``Environment=``/``EnvironmentFile=``)
     and ``CLAUDE_CONFIG_DIR`` whenever the profile or the live claude sets it."""
-    if launch.agent == "codex":
+    if launch.agent is AgentKind.CODEX:
         return codex.environment_names((name for name, _ in launch.env), True)
     in_use = bool(configured_dir) or CONFIG_DIR_VAR in dict(launch.live_env)
     return claude.environment_names((name for name, _ in launch.env), in_use)
@@ -107,7 +108,7 @@ def introspect(host: Host, profile: Profile) -> Launch:
 
 
 def find_claude(host: Host, root_pid: int, binary: str | None = None,
-                agent: str = "claude") -> LiveProcess | None:
+                agent: AgentKind = AgentKind.CLAUDE) -> LiveProcess | None:
     """The first ``agent`` process at or under ``root_pid`` (breadth first, bounded); for codex
     that is the npm wrapper (``node …/.bin/codex``), whose argv the native child repeats."""
     queue, seen = [root_pid], 0
@@ -121,9 +122,8 @@ def find_claude(host: Host, root_pid: int, binary: str | None = None,
     return None
 
 
-def _is_agent(program: str, binary: str | None, agent: str) -> bool:
-    names = codex.PROGRAMS if agent == "codex" else {"claude"}
-    return os.path.basename(program) in names or (binary is not None and program == binary)
+def _is_agent(program: str, binary: str | None, agent: AgentKind) -> bool:
+    return os.path.basename(program) in agent.programs or (binary is not None and program == binary)
 
 
 _SAME_USER: dict[tuple[int, str], int | None] = {}
@@ -352,7 +352,7 @@ def _runner(host: Host, profile: Profile) -> Launch:
         elif line.startswith("export ") and "=" in line:
             key, _, value = line[7:].partition("=")
             env[key.strip()] = " ".join(shlex.split(value)) if value else ""
-        elif "claude" in line and not line.startswith(("tl-", "echo")):
+        elif claude.NAME in line and not line.startswith(("tl-", "echo")):
             found.append(line)
     if len(found) != 1:
         raise IntrospectError(f"runner script {runner!r} has {len(found)} claude command lines; "
@@ -434,7 +434,7 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
     chosen = argv
     if live is not None:
         evidence.append(f"live pid {live.pid} argv={shlex.join(live.argv)} cwd={live.cwd}")
-        if not same_launch(profile.agent, argv, live.argv):
+        if not profile.agent.cli.same_launch(argv, live.argv):
             if profile.prefer is None:
                 raise IntrospectError(
                     f"configured and live claude argv differ ({source}): configured "
@@ -453,21 +453,6 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
     redacted = tuple(redact(line, (*configured.env, *live_env)) for line in evidence)
     return Launch(profile.door.kind, source, tuple(chosen), workdir, configured.env, live,
                   redacted, live_env=live_env, agent=profile.agent)
-
-
-def same_launch(agent: str, a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """Configured and live argv name the same launch: for codex, the same program (by name)
-    and the same options (a ``resume ID`` a switch added is a session choice, not a change)."""
-    if agent != "codex":
-        return claude.same_launch(a, b)
-    if not a or not b or os.path.basename(a[0]) != os.path.basename(b[0]):
-        return False
-    try:
-        left, right = codex.parse_argv(a), codex.parse_argv(b)
-    except codex.ResumeArgvError:
-        return tuple(a[1:]) == tuple(b[1:])
-    return [o for o in left.options if o[0] != codex.LAST] == \
-        [o for o in right.options if o[0] != codex.LAST]
 
 
 def _codex_home(profile: Profile, configured: F.ShellCommand, live_env: dict[str, str],
@@ -501,15 +486,14 @@ def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
         current = parse_environ(data) if data is not None else None
         if current is None:
             evidence.append(f"live pid {live.pid} environment unreadable")
-    agent = codex if profile.agent == "codex" else claude
-    names = agent.environment_names(own, True)
+    names = profile.agent.cli.environment_names(own, True)
     live_env = {k: v for k, v in (current or {}).items() if k in names}
     for name in sorted(set(own) & set(live_env)):
         if own[name] != live_env[name]:
             evidence.append(f"live pid {live.pid if live else '?'} {name} differs from the "
                             f"launch ({value_digest(live_env[name])} vs "
                             f"{value_digest(own[name])})")
-    if profile.agent == "codex":
+    if profile.agent is AgentKind.CODEX:
         _codex_home(profile, configured, live_env, current)
         return tuple(sorted(live_env.items()))
     known = CONFIG_DIR_VAR in own or current is not None

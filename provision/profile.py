@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 from provision.errors import ProfileError
+from runtime.agents.kind import AgentKind
 from runtime.config import unknown_key
-from runtime.doors.kind import DoorKind, codex_door_problem
+from runtime.doors.kind import DoorKind
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,8 @@ class Profile:
     rebuild: MappingProxyType[str, Any] = field(
         default_factory=lambda: MappingProxyType({}))
     source: str | None = None
-    agent: str = "claude"
-    codex: CodexSpec | None = None  # set exactly when agent is "codex"
+    agent: AgentKind = AgentKind.CLAUDE
+    codex: CodexSpec | None = None  # set exactly when agent is AgentKind.CODEX
 
 
 def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -262,9 +263,9 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     problems = profile_errors(data)
     if isinstance(data, dict):
         problems += regex_errors({"rebuild": data.get("rebuild", {})}) + value_errors(data)
-    door_problem = (codex_door_problem(DoorKind(data["door"]["kind"]), "door.kind")
-                    if not problems and data.get("agent") == "codex" else None)
-    if door_problem:
+    agent = AgentKind.parse(data.get("agent", "claude")) if not problems else AgentKind.CLAUDE
+    if not problems and (door_problem := agent.door_problem(DoorKind(data["door"]["kind"]),
+                                                            "door.kind")):
         problems.append(door_problem)
     if problems:
         where = f"host profile {source!r}" if source else "host profile"
@@ -292,15 +293,16 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
         channels_expected=tuple(expected) if expected is not None else None,
         rebuild=MappingProxyType(dict(data.get("rebuild", {}))),
         source=source,
-        agent=data.get("agent", "claude"),
-        codex=CodexSpec(**data["codex"]) if data.get("agent") == "codex" else None,
+        agent=agent,
+        codex=CodexSpec(**data["codex"]) if agent is AgentKind.CODEX else None,
     )
 
 
 def _agent_user(data: dict[str, Any]) -> ClaudeSpec:
     """The ``claude:`` section; on a Codex host (no ``claude:``) the codex user, so the tasks
     that only need the agent's user and owner (directories, chown, sudo) read one field."""
-    if data.get("agent") == "codex" and "claude" not in data:
+    agent = AgentKind.parse(data.get("agent", "claude"))
+    if agent is AgentKind.CODEX and AgentKind.CLAUDE.value not in data:
         codex = data["codex"]
         return ClaudeSpec(user=codex["user"], home=codex["home"], binary=codex.get("binary"),
                           workdir=codex.get("workdir"))

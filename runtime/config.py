@@ -16,7 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from runtime.doors.kind import DoorKind, codex_door_problem
+from runtime.agents.kind import AgentKind
+from runtime.doors.kind import DoorKind
 from runtime.errors import ConfigError
 
 ENV_VAR = "THREADLINE_CONFIG"
@@ -140,7 +141,7 @@ class Config:
     project_dir: Path | None = None
     workdir: Path | None = None
     state_dir: Path | None = None
-    agent: str = "claude"
+    agent: AgentKind = AgentKind.CLAUDE
     codex_home: Path | None = None
     rebuild: RebuildConfig = field(default_factory=RebuildConfig)
     switch: SwitchConfig = field(default_factory=SwitchConfig)
@@ -188,12 +189,12 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Config:
     """Validate a parsed mapping (all errors at once, each naming its key) and freeze it."""
     problems = schema_errors(data) + regex_errors(data) + value_errors(data)
-    if not problems and data.get("agent") == "codex" and not data.get("codex_home"):
-        problems.append("agent: 'codex' needs codex_home (the CODEX_HOME of the running codex)")
-    door_problem = (codex_door_problem(DoorKind(data.get("switch", {}).get("door", "tmux")),
-                                       "switch.door")
-                    if not problems and data.get("agent") == "codex" else None)
-    if door_problem:
+    agent = AgentKind.parse(data.get("agent", "claude")) if not problems else AgentKind.CLAUDE
+    if not problems and agent.needs_home and not data.get("codex_home"):
+        problems.append(f"agent: {agent.value!r} needs codex_home (the CODEX_HOME of the "
+                        f"running {agent.value})")
+    door = DoorKind(data.get("switch", {}).get("door", "tmux")) if not problems else None
+    if door is not None and (door_problem := agent.door_problem(door, "switch.door")):
         problems.append(door_problem)
     if problems:
         where = f"config {str(source)!r}" if source else "config"
@@ -218,7 +219,7 @@ def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Con
         project_dir=_path(data.get("project_dir")),
         workdir=_path(data.get("workdir")),
         state_dir=_path(data.get("state_dir")),
-        agent=data.get("agent", "claude"),
+        agent=agent,
         codex_home=_path(data.get("codex_home")),
         rebuild=RebuildConfig(**rebuild),
         switch=SwitchConfig(**switch),

@@ -31,6 +31,7 @@ from provision.accept.checklist import FAIL, PASS, SKIP, Checklist, Line, Scene,
 from provision.accept.readonly import readonly_stage
 from provision.accept.wiring import wiring_stage
 from provision.errors import AcceptError
+from runtime.agents.kind import AgentKind
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -47,12 +48,12 @@ def run_accept(profile: Profile, host: Host, *, drill: bool = False, live: bool 
                           "nothing was done")
     if wait_minutes <= 0:
         raise AcceptError(f"--wait-minutes must be > 0, got {wait_minutes:g}")
-    if profile.agent == "codex" and live:
+    if profile.agent is AgentKind.CODEX and live:
         raise AcceptError("accept --live is not built for a codex host yet; run "
                           "'accept --drill', then a request watched by a human")
     out = Checklist(profile.host)
     scene = load_scene(profile, host, out)
-    if profile.agent == "codex":
+    if profile.agent is AgentKind.CODEX:
         from provision.accept.codex import codex_readonly_stage, codex_wiring_stage
 
         codex_readonly_stage(scene, out)

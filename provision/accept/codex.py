@@ -101,8 +101,8 @@ def live_codex(scene: Scene) -> tuple[int | None, list[str]]:
 
 def _source_thread(scene: Scene, out: Checklist) -> None:
     """The one thread whose writer lock the pane's codex holds, and its rollout."""
-    from runtime.procfs import codex_writer_locks
     from runtime.paths import codex_rollout
+    from runtime.procfs import codex_writer_locks
 
     name = "source thread held by the pane"
     config = scene.config
@@ -261,7 +261,6 @@ def _mcp_tools(scene: Scene, out: Checklist, wanted: Wanted | None) -> None:
 def _resume_equiv(scene: Scene, out: Checklist) -> None:
     """Resume argv ≡ codex's rule applied to the launch; the live codex launched that way and
     holding its thread in the pane."""
-    from provision.introspect import same_launch
     from provision.tasks.verify import own_server_check
     from runtime.agents import codex
     from runtime.agents.claude import format_argv
@@ -288,7 +287,7 @@ def _resume_equiv(scene: Scene, out: Checklist) -> None:
     except codex.ResumeArgvError as exc:
         out.add("live argv ≡ launch argv", False, {"pid": pid, "error": str(exc)})
     else:
-        same = same_launch("codex", tuple(scene.manifest.launch_argv), tuple(live))
+        same = codex.same_launch(scene.manifest.launch_argv, live)
         out.add("live argv ≡ launch argv", same,
                 {"pid": pid, "argv": live} if same else fmt_argv_diff(wanted, normal))
     check = own_server_check(tuple(live))

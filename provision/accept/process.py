@@ -6,6 +6,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from runtime.agents import claude
+
 if TYPE_CHECKING:
     from runtime.config import Config
 
@@ -25,7 +27,7 @@ def fmt_argv_diff(wanted: Sequence[str], actual: Sequence[str]) -> dict[str, obj
 def trim_to_binary(argv: Sequence[str], binary: str) -> list[str] | None:
     """``argv`` from the claude program on (drops an interpreter in front), or None."""
     for i, token in enumerate(argv):
-        if token == binary or os.path.basename(token) in ("claude", "cli.js"):
+        if token == binary or os.path.basename(token) in claude.PROGRAMS:
             return list(argv[i:])
     return None
 

@@ -26,6 +26,7 @@ from provision.render import (
     validate_runner,
 )
 from provision.resume import SESSION_TOKEN
+from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
@@ -317,7 +318,8 @@ def config_context(ctx: Context) -> dict[str, Any]:
     expected = profile.channels_expected or tuple(
         value for value in values if value.startswith(("server:", "plugin:")))
     door = profile.door
-    agent = codex_context(ctx) if profile.agent == "codex" else {"agent": "claude"}
+    agent = (codex_context(ctx) if profile.agent is AgentKind.CODEX
+             else {"agent": AgentKind.CLAUDE.value})
     return {**{
         "managed_mark": MANAGED_MARK, "profile_source": profile.source or "(profile)",
         "host": profile.host, "launch_source": launch.source,

@@ -20,6 +20,7 @@ from provision.introspect import Launch, introspect
 from provision.resume import SESSION_TOKEN, resume_argv, token_table
 from provision.tasks.files import find_console_script, owner_of
 from provision.tasks.restart import RestartReady, live_session
+from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ class RestartClaude(Task):
         self.requested = requested
 
     def skip_reason(self, ctx: Context) -> str | None:
-        if ctx.profile.agent == "codex":
+        if ctx.profile.agent is AgentKind.CODEX:
             return None if ctx.launch else "no launch argv (LaunchCommand did not succeed)"
         if not self.requested:
             return "not requested (pass --restart-claude; a running claude reads hooks at start)"
@@ -186,7 +187,7 @@ class RestartClaude(Task):
 
     def facts(self, host: Host, ctx: Context) -> RestartFacts:
         assert ctx.launch is not None
-        if ctx.profile.agent == "codex":
+        if ctx.profile.agent is AgentKind.CODEX:
             return RestartFacts(ctx.launch, None, codex_note=codex_restart_note(host, ctx))
         if not ctx.profile.door.kind.restarts_claude:
             return RestartFacts(ctx.launch, None)

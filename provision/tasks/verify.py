@@ -22,6 +22,7 @@ from provision.actions import Action, Task
 from provision.errors import FactError, HostError, VerifyError
 from provision.tasks.files import project_dir
 from runtime.agents.claude import channel_flags, channel_tokens, dev_channel_servers
+from runtime.agents.kind import AgentKind
 
 if TYPE_CHECKING:
     from provision.host import Host
@@ -77,7 +78,7 @@ def run_checks(host: Host, ctx: Context) -> tuple[Check, ...]:
     checks.append(Check("session store exists (project_dir = encoded workdir)",
                         bool(found and found.is_dir), store))
     live = launch.live.argv if launch.live else launch.argv
-    if ctx.profile.agent == "codex":
+    if ctx.profile.agent is AgentKind.CODEX:
         return (*checks, own_server_check(live), *codex_checks(host, ctx, resume[0]))
     missing = missing_channel_flags(live, resume)
     checks.append(Check("every live channel flag in the resume argv", not missing,

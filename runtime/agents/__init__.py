@@ -50,6 +50,9 @@ class AgentCli(Protocol):
     def running_session(self, pid: int, facts: RunningFacts) -> str | None:
         """The session live process ``pid`` runs, from the facts read about it, or None."""
 
+    def same_launch(self, a: Sequence[str], b: Sequence[str]) -> bool:
+        """``a`` and ``b`` name the same launch (a session choice a switch added is no change)."""
+
 
 def decode_cmdline(data: bytes) -> tuple[str, ...]:
     """argv from ``/proc/PID/cmdline`` bytes (NUL separated, NUL terminated; empty: a zombie).
@@ -73,7 +76,7 @@ def carried_environment(names: Iterable[str], environ: Mapping[str, str]) -> dic
 
 
 def cli_for(agent: str) -> AgentCli:
-    """The command-line rules of ``agent`` (``claude`` or ``codex``)."""
+    """The command-line rules of ``agent`` (an ``AgentKind``, or its name)."""
     if agent == "claude":
         from runtime.agents import claude
 

@@ -198,6 +198,19 @@ def environment_names(launch_names: Iterable[str], config_dir_in_use: bool) -> t
     return tuple(sorted({*launch_names, HOME_VAR}))
 
 
+def same_launch(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Two argvs name the same launch: the same program (by name) and the same options (a
+    ``resume ID`` a switch added is a session choice, not a change). An argv this grammar
+    refuses compares token for token after its program."""
+    if not a or not b or os.path.basename(a[0]) != os.path.basename(b[0]):
+        return False
+    try:
+        left, right = parse_argv(a), parse_argv(b)
+    except ResumeArgvError:
+        return tuple(a[1:]) == tuple(b[1:])
+    return [o for o in left.options if o[0] != LAST] == [o for o in right.options if o[0] != LAST]
+
+
 # ---------------------------------------------------------------- the running thread
 
 def running_session(pid: int, facts: RunningFacts) -> str | None:

@@ -8,19 +8,17 @@ A Codex rollout opens with a ``session_meta`` line (or, before mid-2025, a bare
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
-Agent = Literal["claude", "codex"]
-AGENTS: tuple[str, ...] = ("claude", "codex")
+from runtime.agents.kind import AgentKind
+
+AGENTS: tuple[str, ...] = tuple(kind.value for kind in AgentKind)
 HEAD_BYTES = 4096  # line 0 names its type before its payload
 
 
-def detect(path: Path, forced: str | None = None) -> Agent:
+def detect(path: Path, forced: str | None = None) -> AgentKind:
     """``forced`` when given, else ``codex`` when line 0 of ``path`` is a session_meta."""
-    if forced == "claude":
-        return "claude"
-    if forced == "codex":
-        return "codex"
+    if forced in AGENTS:
+        return AgentKind(forced)
     if forced not in (None, "", "auto"):
         from runtime.errors import ConfigError
 
@@ -29,9 +27,9 @@ def detect(path: Path, forced: str | None = None) -> Agent:
         with open(path, "rb") as handle:
             head = handle.read(HEAD_BYTES)
     except OSError:
-        return "claude"  # the Claude reader reports the unreadable file
+        return AgentKind.CLAUDE  # the Claude reader reports the unreadable file
     if b'"session_meta"' not in head and b'"instructions"' not in head:
-        return "claude"  # a transcript's first line is never parsed twice
+        return AgentKind.CLAUDE  # a transcript's first line is never parsed twice
     from runtime.engine.codex.rollout import first_line, session_meta
 
-    return "codex" if session_meta(first_line(path)) is not None else "claude"
+    return AgentKind.CODEX if session_meta(first_line(path)) is not None else AgentKind.CLAUDE

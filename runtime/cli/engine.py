@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from runtime.agents.kind import AgentKind
 from runtime.errors import BlockedError, NothingToCarryError, VerificationError
 
 PROGRESS_MIN_BYTES = 50 * 1024 * 1024
@@ -116,7 +117,7 @@ def run_fork(args: argparse.Namespace) -> int:
 
     config = _config(args)
     source = resolve_transcript(args.transcript, config)
-    codex = detect(source, args.agent) == "codex"
+    codex = detect(source, args.agent) is AgentKind.CODEX
     if codex:
         from runtime.engine.codex import candidate
         from runtime.engine.codex.verify import verify_rollout as verify_candidate

@@ -34,6 +34,7 @@ from pydantic import Field
 
 from runtime import package_version
 from runtime.agents import RunningFacts, codex
+from runtime.agents.kind import AgentKind
 from runtime.cli.mcp_results import (
     CancelResult,
     DirtyResult,
@@ -153,7 +154,7 @@ def served_transcript(transcript: str | None, config: Config,
     if config.project_dir is None:
         return None, "no project_dir configured"  # the report says so, as a tool error
     session_id = served.session_id
-    if config.agent == "codex":
+    if config.agent is AgentKind.CODEX:
         rollout = codex_rollout(config.project_dir, session_id)
         if rollout is not None:
             return str(rollout), "served session"

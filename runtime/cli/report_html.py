@@ -18,6 +18,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from runtime.agents.kind import AgentKind
 from runtime.cli import render
 from runtime.cli.report_chart import bucketed, legend, shared, svg
 from runtime.config import Config
@@ -43,7 +44,7 @@ class Report:
     """Everything the page shows, gathered from the engine and the store."""
 
     transcript: str
-    agent: str
+    agent: AgentKind
     session_id: str
     dirty: dict[str, Any]
     minutes: dict[str, dict[str, int]]
@@ -54,13 +55,13 @@ class Report:
     operation_note: str
 
 
-def gather(source: Path, config: Config, agent: str, op_id: str | None,
+def gather(source: Path, config: Config, agent: AgentKind, op_id: str | None,
            progress: Any = None) -> Report:
     """Build the candidate of ``source`` (as ``plan`` and ``fork`` do), book its noise over
     time, and read the operation ``op_id`` (else the session's latest) from the store."""
     from runtime.engine.dirty_time import timed_ledger
 
-    codex = agent == "codex"
+    codex = agent is AgentKind.CODEX
     if codex:
         from runtime.engine.codex import candidate
     else:
@@ -121,23 +122,23 @@ def _operation(config: Config, op_id: str | None, session: str, source: Path
     return None, f"no operation for session {session}"
 
 
-def pick_source(args: argparse.Namespace, config: Config) -> tuple[Path, str]:
+def pick_source(args: argparse.Namespace, config: Config) -> tuple[Path, AgentKind]:
     """The transcript (``--transcript``, ``--session`` or the newest) and whose file it is."""
     from runtime.agents.detect import detect
     from runtime.engine.report import pick_transcript
 
     if args.session:
-        path = _session_path(args.session, config, args.agent or config.agent)
+        path = _session_path(args.session, config, AgentKind.parse(args.agent or config.agent))
         source = pick_transcript(path, config)
     else:
         source = pick_transcript(args.transcript, config)
     return source, detect(source, args.agent)
 
 
-def _session_path(session: str, config: Config, agent: str) -> Path:
+def _session_path(session: str, config: Config, agent: AgentKind) -> Path:
     if "/" in session or session.startswith("."):
         raise TranscriptError(f"session id {session!r} is not an id")
-    if agent == "codex":
+    if agent is AgentKind.CODEX:
         root = (config.codex_home or Path("~/.codex")).expanduser() / "sessions"
         found = codex_rollout(root, session)
         if found is None:

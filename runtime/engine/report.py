@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.agents.detect import detect
+from runtime.agents.kind import AgentKind
 from runtime.config import Config
 from runtime.engine.transcript import Progress, resolve_transcript, scan
 from runtime.errors import TranscriptError
@@ -40,7 +41,7 @@ def plan_report(
     ``agent`` (claude | codex) forces the reader; by default line 0 of the file decides.
     """
     source = pick_transcript(path, config)
-    if detect(source, agent) == "codex":
+    if detect(source, agent) is AgentKind.CODEX:
         from runtime.engine.codex import candidate
     else:
         from runtime.engine import candidate  # type: ignore[no-redef]  # not needed by dirty
@@ -74,7 +75,7 @@ def dirty_report(
 ) -> dict[str, Any]:
     """How much runtime noise ``path`` holds, by category, and whether a rebuild is advised."""
     source = pick_transcript(path, config)
-    if detect(source, agent) == "codex":
+    if detect(source, agent) is AgentKind.CODEX:
         from runtime.engine.codex.rollout import scan as scan_rollout
 
         read, ledger, _, _ = scan_rollout(source, None, progress)

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from runtime.agents.kind import AgentKind
 from runtime.config import Config
 from runtime.engine.dirty import Ledger
 
@@ -62,7 +63,7 @@ class View:
     items: list[Said]
     gaps: list[Gap]
     build: Any
-    agent: str
+    agent: AgentKind
 
     def noise_totals(self) -> dict[str, int]:
         """Bytes per category over all gaps (equal to the ledger's categories)."""
@@ -78,7 +79,7 @@ def view(source: Path, config: Config, agent: str | None = None, progress: Any =
     from runtime.agents.detect import detect
 
     who = detect(source, agent)
-    if who == "codex":
+    if who is AgentKind.CODEX:
         from runtime.engine.codex import candidate
 
         built: Any = candidate.build(source, config, progress=progress)
@@ -128,9 +129,9 @@ class _Placer:
     """A source position for a carried item's ``source_uuid``: the first line with that key at
     or after the previous item's position (ids can repeat); unknown keys stay where we are."""
 
-    def __init__(self, keys: dict[str, list[int]], agent: str) -> None:
+    def __init__(self, keys: dict[str, list[int]], agent: AgentKind) -> None:
         self.keys = keys
-        self.codex = agent == "codex"
+        self.codex = agent.session_suffix_in_uuid
         self.last = 0
 
     def __call__(self, source_uuid: str) -> int:

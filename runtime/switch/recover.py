@@ -27,6 +27,7 @@ from typing import Any
 from runtime import proc
 from runtime import procfs as ident
 from runtime.agents import claude, codex
+from runtime.agents.kind import AgentKind
 from runtime.config import Config
 from runtime.doors.base import open_door
 from runtime.errors import IdentityConflictError, ThreadlineError
@@ -169,7 +170,7 @@ def _judge_new(config: Config, store: Store, op: Operation, evidence: dict[str, 
     from runtime.switch.rebuild import Rebuild
 
     job_cls = Rebuild
-    if config.agent == "codex":
+    if config.agent is AgentKind.CODEX:
         from runtime.switch.codex import CodexRebuild
 
         job_cls = CodexRebuild
@@ -179,7 +180,7 @@ def _judge_new(config: Config, store: Store, op: Operation, evidence: dict[str, 
     with _worker_log(config):
         want = job.expectation(str(op.fact("new_session_id")), before,
                                job.required_flags(old_argv))
-        report = (job._activate(want, old_argv) if config.agent == "codex"
+        report = (job._activate(want, old_argv) if config.agent is AgentKind.CODEX
                   else health.check(job.door, want))
         job.note("recovered_health", {"ok": report.ok, "reason": report.reason,
                                       **report.evidence})
@@ -231,7 +232,7 @@ def _running_session(config: Config, op: Operation) -> tuple[str | None, str | N
     if door.name.identity_is_session:
         return identity, identity
     pid = door.process_pid(identity)
-    if config.agent == "codex" and config.codex_home is not None:
+    if config.agent is AgentKind.CODEX and config.codex_home is not None:
         # the thread whose writer lock it holds; while it starts and holds none yet, the
         # thread its argv resumes (the health check then waits for the lock)
         threads = ident.codex_writer_locks(config.codex_home, pid) if pid else ()

@@ -26,6 +26,7 @@ from typing import Any
 
 from runtime import proc
 from runtime import procfs as ident
+from runtime.agents.kind import AgentKind
 from runtime.config import Config
 from runtime.doors.base import open_door
 from runtime.doors.kind import DoorKind
@@ -97,7 +98,7 @@ def on_turn_end(config: Config, thread_id: str, *, wait: bool = False) -> str | 
 def session_of(config: Config, transcript: Path) -> str:
     """The session a transcript holds: its stem (claude) or the thread id its name ends in
     (a revision ``…-<thread>_<revision>.jsonl`` holds ``<thread>``)."""
-    if config.agent == "codex":
+    if config.agent is AgentKind.CODEX:
         return codex_thread_of(transcript) or transcript.stem[-36:]
     return transcript.stem
 
@@ -122,7 +123,7 @@ def _other_companion(config: Config) -> str:
     Run by hand, by a runner, or where the door's process is unknown, nothing is refused.
     """
     if (not config.switch.door.runs_process or config.project_dir is None
-            or config.agent != "claude"):
+            or not config.agent.hook_has_agent_ancestor):
         return ""  # codex runs its notify detached: no ancestor to tell companions apart
     claude_dir = config.project_dir.parent.parent
     chain = _ancestors(os.getpid())
@@ -238,8 +239,8 @@ def _transcript(config: Config, payload: dict[str, Any],
         project = config.project_dir.resolve(strict=True)
     except (OSError, RuntimeError):  # RuntimeError: a symlink loop on Python < 3.13
         return f"transcript {str(path)!r} or project_dir does not exist", None
-    codex = config.agent == "codex"  # rollouts live in dated folders below sessions/
-    inside = resolved.is_relative_to(project) if codex else resolved.parent == project
+    nested = config.agent.sessions_nested  # rollouts live in dated folders below sessions/
+    inside = resolved.is_relative_to(project) if nested else resolved.parent == project
     if not inside or resolved.suffix != ".jsonl":
         return (f"transcript {str(path)!r} is not a session file of project_dir "
                 f"{str(config.project_dir)!r}"), None

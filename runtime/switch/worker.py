@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from runtime.agents.kind import AgentKind
 from runtime.config import Config, load_config
 from runtime.doors.base import Door, open_door
 from runtime.errors import StoreError, ThreadlineError
@@ -45,7 +46,7 @@ def run(config: Config, operation_id: str) -> Operation:
     from runtime.switch.rollback import Rollback
 
     job_cls: type[Rebuild] | type[Rollback] = Rebuild if op.state == State.SCHEDULED else Rollback
-    if config.agent == "codex":
+    if config.agent is AgentKind.CODEX:
         from runtime.switch.codex import CodexRebuild, CodexRollback
 
         job_cls = CodexRebuild if op.state == State.SCHEDULED else CodexRollback

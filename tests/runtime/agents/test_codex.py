@@ -18,6 +18,7 @@ from runtime.agents.codex import (
     resume_argv,
     resumed_session,
     running_session,
+    same_launch,
 )
 
 OLD = "01a23b12-51ca-7bf2-9c1e-3d4e5f60718a"
@@ -153,3 +154,24 @@ def test_the_running_thread_is_the_one_writer_lock_the_process_holds(
 
 def test_cli_for_codex_gives_these_rules() -> None:
     assert cli_for("codex") is codex
+
+
+def test_a_pane_switched_to_resume_id_is_still_the_same_launch() -> None:
+    assert same_launch((BIN, "-m", "x"), (BIN, "resume", NEW, "-m", "x"))
+    assert same_launch((BIN, "resume", "--last"), (BIN, "resume", NEW))  # --last: a choice too
+    assert same_launch(("/opt/codex", "-m", "x"), (BIN, "-m", "x"))  # the program by name
+    assert not same_launch((BIN, "-m", "x"), (BIN, "-m", "y"))
+    assert not same_launch((BIN, "-m", "x"), ("claude", "-m", "x"))
+    assert not same_launch((), (BIN,))
+
+
+def test_argvs_the_grammar_refuses_compare_token_for_token() -> None:
+    assert same_launch((BIN, "--no-such-option"), ("/opt/codex", "--no-such-option"))
+    assert not same_launch((BIN, "--no-such-option"), (BIN, "--no-such-option", "x"))
+
+
+def test_same_launch_is_reached_through_the_agent_owner() -> None:
+    from runtime.agents.kind import AgentKind
+
+    assert AgentKind.CODEX.cli.same_launch((BIN, "-m", "x"), (BIN, "resume", NEW, "-m", "x"))
+    assert AgentKind.CLAUDE.cli.same_launch(("claude", "--resume=a"), ("claude", "-r", NEW))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.agents.kind import AgentKind
 from runtime.cli import main
 from runtime.cli.render import size
 from runtime.cli.report_chart import MAX_BARS, bucketed
@@ -90,7 +91,7 @@ def session(folder: Path, hostile: str = HOSTILE) -> Path:
 def test_every_carried_utterance_is_on_the_page_verbatim_and_hostile_text_stays_text(
     tmp_path: Path
 ) -> None:
-    html = page(gather(session(tmp_path), Config(), "claude", None))
+    html = page(gather(session(tmp_path), Config(), AgentKind.CLAUDE, None))
     seen = Page(html)
     assert seen.texts == ["first question", "first answer", HOSTILE, "  spaced\n\n answer  "]
     assert "<img" not in html and "<script" not in html and "</script><img" not in html
@@ -101,7 +102,7 @@ def test_the_chart_sums_to_the_dirty_ledger_and_the_table_shows_the_same_totals(
     tmp_path: Path
 ) -> None:
     source = session(tmp_path)
-    report = gather(source, Config(), "claude", None)
+    report = gather(source, Config(), AgentKind.CLAUDE, None)
     html = page(report)
     assert Page(html).bars == ledger(source)
     assert 20_000 < ledger(source)["image"] < 20_200
@@ -115,7 +116,7 @@ def test_the_chart_sums_to_the_dirty_ledger_and_the_table_shows_the_same_totals(
 def test_a_session_without_speech_or_noise_says_so(tmp_path: Path) -> None:
     empty = tmp_path / f"{SESSION}.jsonl"
     empty.write_bytes(b"")
-    html = page(gather(empty, Config(), "claude", None))
+    html = page(gather(empty, Config(), AgentKind.CLAUDE, None))
     assert "no noise recorded: nothing to chart" in html
     assert "Carried conversation (0 utterances)" in html and "nothing to carry" in html
     assert "no operation (no state_dir configured)" in html
@@ -127,7 +128,7 @@ def test_a_codex_rollout_shows_its_messages_and_its_own_noise_categories(tmp_pat
     rollout.exchange("fix the <build>", "fixed & done")
     rollout.tool_round()
     path = rollout.write(tmp_path)
-    report = gather(path, Config(), "codex", None)
+    report = gather(path, Config(), AgentKind.CODEX, None)
     seen = Page(page(report))
     assert seen.texts == ["fix the <build>", "fixed & done"]
     assert seen.bars == ledger(path) and "harness_message" in seen.bars
@@ -138,7 +139,7 @@ def test_a_real_corpus_transcript_renders_every_carried_utterance_and_its_ledger
     source = CORPUS / "samar-58__scout__claude-session.jsonl"
     if not source.is_file():
         pytest.skip(f"corpus transcript {source} is missing")
-    report = gather(source, Config(), "claude", None)
+    report = gather(source, Config(), AgentKind.CLAUDE, None)
     seen = Page(page(report))
     assert seen.bars == ledger(source) and seen.bars["image"] > 1_000_000
     assert seen.texts == [u.text for u in report.utterances] and len(seen.texts) > 10
@@ -274,7 +275,7 @@ def test_the_conversation_chart_books_each_utterances_bytes_at_its_hour_beside_t
     t.user("later", timestamp="2026-04-26T15:59:59.000Z")
     t.assistant("done", timestamp="2026-04-26T16:00:00.000Z")
     source = t.write(tmp_path / f"{SESSION}.jsonl")
-    html = page(gather(source, Config(), "claude", None))
+    html = page(gather(source, Config(), AgentKind.CLAUDE, None))
     seen = Page(html)
     hours = {"10:00": 14, "13:00": len(text.encode()), "15:45": 5, "16:00": 4}  # 15-min bars
     assert [(n, tip) for n, tip in seen.carried] == [
@@ -293,5 +294,5 @@ def test_a_session_with_noise_but_nothing_carried_says_so_in_the_conversation_ch
 ) -> None:
     t = Transcript(SESSION)
     t.assistant([thinking("x" * 3000), tool_use("Read")], timestamp="2026-04-26T10:00:05.000Z")
-    html = page(gather(t.write(tmp_path / f"{SESSION}.jsonl"), Config(), "claude", None))
+    html = page(gather(t.write(tmp_path / f"{SESSION}.jsonl"), Config(), AgentKind.CLAUDE, None))
     assert "nothing carried: nothing to chart" in html and Page(html).carried == []
