@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provision.accept.process import fmt_argv_diff
-from provision.accept.readonly import _door_alive, _plan_lines, binary_line
+from provision.accept.readonly import _plan_lines, agent_lines
 from provision.accept.wiring import schedules_nothing, store_snapshot
 from provision.errors import HostError
 
@@ -50,11 +50,7 @@ def codex_readonly_stage(scene: Scene, out: Checklist) -> None:
     out.add("sessions dir exists", sessions.is_dir(), str(sessions))
     rollouts = sorted(sessions.rglob("rollout-*.jsonl")) if sessions.is_dir() else []
     out.add("rollouts > 0", bool(rollouts), {"count": len(rollouts)})
-    with out.guard("installed paths belong to the codex user"):
-        _ownership(scene, out)
-    with out.guard("door target alive"):
-        _door_alive(scene, out)
-    binary_line(scene, out, "codex binary absolute")
+    agent_lines(scene, out)
     with out.guard("source thread held by the pane"):
         _source_thread(scene, out)
     with out.guard("doctor"):
@@ -70,17 +66,6 @@ def codex_readonly_stage(scene: Scene, out: Checklist) -> None:
         return
     with out.guard("nothing blocked"):
         _plan_lines(config, out, scene.rollout)
-
-
-def _ownership(scene: Scene, out: Checklist) -> None:
-    from provision.result import Context
-    from provision.tasks.files import ownership_problems
-
-    problems = ownership_problems(scene.host, Context(scene.profile, check=True))
-    out.add("installed paths belong to the codex user", not problems,
-            problems or {"user": scene.profile.claude.user,
-                         "state_dir": scene.profile.install.state_dir,
-                         "config": scene.profile.install.config_path})
 
 
 def live_codex(scene: Scene) -> tuple[int | None, list[str]]:

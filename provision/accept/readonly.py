@@ -29,11 +29,7 @@ def readonly_stage(scene: Scene, out: Checklist) -> None:
     sessions = [p for p in project.glob("*.jsonl") if is_session_file(p)] \
         if project.is_dir() else []
     out.add("transcripts > 0", bool(sessions), {"count": len(sessions)})
-    with out.guard("installed paths belong to the claude user"):
-        _ownership(scene, out)
-    with out.guard("door target alive"):
-        _door_alive(scene, out)
-    binary_line(scene, out, "claude binary absolute")
+    agent_lines(scene, out)
     workdir = str(config.workdir) if config.workdir else ""
     encoded = encode_project_dir(workdir) if workdir else ""
     out.add("workdir matches project dir", bool(workdir) and project.name == encoded
@@ -75,14 +71,25 @@ def binary_line(scene: Scene, out: Checklist, name: str) -> None:
              "manifest": scene.manifest.binary if scene.manifest else None})
 
 
+def agent_lines(scene: Scene, out: Checklist) -> None:
+    """The lines every agent's read-only stage has, named after the profile's agent: its user
+    owns what was installed, the door's target is alive, its binary is absolute."""
+    agent = scene.profile.agent
+    with out.guard(f"installed paths belong to the {agent} user"):
+        _ownership(scene, out)
+    with out.guard("door target alive"):
+        _door_alive(scene, out)
+    binary_line(scene, out, f"{agent} binary absolute")
+
+
 def _ownership(scene: Scene, out: Checklist) -> None:
-    """The hook and the worker run as the claude user: they must own the state dir (and all in
+    """The hook and the worker run as the agent's user: they must own the state dir (and all in
     it), the pointer dir and the config (0700/0600), or the first switch fails to write."""
     from provision.result import Context
     from provision.tasks.files import ownership_problems
 
     problems = ownership_problems(scene.host, Context(scene.profile, check=True))
-    out.add("installed paths belong to the claude user", not problems,
+    out.add(f"installed paths belong to the {scene.profile.agent} user", not problems,
             problems or {"user": scene.profile.claude.user,
                          "state_dir": scene.profile.install.state_dir,
                          "config": scene.profile.install.config_path})
