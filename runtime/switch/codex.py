@@ -18,7 +18,7 @@ health.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from runtime import procfs as ident
 from runtime.agents import codex
 from runtime.errors import IdentityConflictError, ThreadlineError
 from runtime.switch import health
-from runtime.switch.job import Abort, Job, counts_only, log
+from runtime.switch.job import Abort, Job, log
 from runtime.switch.rebuild import Rebuild
 from runtime.switch.rollback import Rollback
 from runtime.switch.state import State
@@ -199,15 +199,10 @@ class CodexRebuild(CodexJob, Rebuild):
             result, candidate.default_folder(source, result.created)))
         return result, new_id
 
-    def _verify(self, build: Any) -> None:
+    def _verifier(self) -> Callable[[Path, Any], Any]:
         from runtime.engine.codex.verify import verify_rollout
 
-        assert self.candidate is not None
-        try:
-            report = verify_rollout(self.candidate, build)
-        except ThreadlineError as exc:
-            raise Abort("verification_failed", str(exc)) from exc
-        self.note("verified", {"report": counts_only(dict(report.as_dict()))})
+        return verify_rollout
 
     def required_flags(self, old_argv: Sequence[str]) -> tuple[str, ...]:
         return ()

@@ -317,12 +317,16 @@ class Rebuild(Job):
         self.note("snapshot_kept", {"path": str(path), "sha256": digest},
                   facts={"startup_snapshot": str(path), "startup_snapshot_sha256": digest})
 
-    def _verify(self, build: Any) -> None:
+    def _verifier(self) -> Callable[[Path, Any], Any]:
+        """The agent's proof that a written candidate is the build (claude: the transcript)."""
         from runtime.engine.verify import verify_candidate
 
+        return verify_candidate
+
+    def _verify(self, build: Any) -> None:
         assert self.candidate is not None
         try:
-            report = verify_candidate(self.candidate, build)
+            report = self._verifier()(self.candidate, build)
         except ThreadlineError as exc:
             raise Abort("verification_failed", str(exc)) from exc
         data = report.as_dict() if hasattr(report, "as_dict") else {}
