@@ -8,9 +8,7 @@ agent-specific knowledge belongs to the agent (``AgentKind`` or its ``AgentCli``
 
 from __future__ import annotations
 
-import ast
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,64 +17,19 @@ from runtime.agents.kind import AgentKind
 from runtime.config import config_from_mapping
 from runtime.doors.kind import DoorKind
 from runtime.errors import ConfigError
+from tests.fixtures.string_guard import ROOT, scan, string_comparisons
 
-ROOT = Path(__file__).resolve().parents[3]
 AGENTS = {"claude", "codex"}
-OPS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
-MIN_MODULES = 100  # runtime/ + provision/ hold ~130 modules: a guard that scanned few saw nothing
-
-
-def _is_agent(node: ast.AST) -> bool:
-    """A string constant naming an agent, alone or inside a tuple/list/set literal."""
-    if isinstance(node, ast.Constant):
-        return node.value in AGENTS
-    if isinstance(node, ast.Tuple | ast.List | ast.Set):
-        return any(_is_agent(e) for e in node.elts)
-    return False
-
-
-def _pattern_agents(pattern: ast.pattern) -> bool:
-    if isinstance(pattern, ast.MatchValue):
-        return _is_agent(pattern.value)
-    if isinstance(pattern, ast.MatchOr):
-        return any(_pattern_agents(p) for p in pattern.patterns)
-    if isinstance(pattern, ast.MatchAs) and pattern.pattern is not None:
-        return _pattern_agents(pattern.pattern)
-    return False
+MIN_MODULES = 100  # runtime/ + provision/ hold ~110 modules: a guard that scanned few saw nothing
 
 
 def agent_string_comparisons(source: str) -> list[int]:
-    """Line numbers of every comparison of an agent-name string constant in ``source``."""
-    lines = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare):
-            sides = [node.left, *node.comparators]
-            for op, left, right in zip(node.ops, sides, sides[1:], strict=False):
-                if isinstance(op, OPS) and (_is_agent(left) or _is_agent(right)):
-                    lines.append(node.lineno)
-                    break
-        elif isinstance(node, ast.match_case) and _pattern_agents(node.pattern):
-            lines.append(node.pattern.lineno)
-    return lines
-
-
-def scan() -> tuple[int, list[str]]:
-    """(modules read, ``path:line`` of each offender) over runtime/ and provision/."""
-    agents = ROOT / "runtime" / "agents"
-    read, found = 0, []
-    for package in ("runtime", "provision"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if agents in path.parents:
-                continue
-            read += 1
-            found += [f"{path.relative_to(ROOT)}:{line}"
-                      for line in agent_string_comparisons(path.read_text("utf-8"))]
-    return read, found
+    return string_comparisons(source, AGENTS)
 
 
 def test_no_agent_string_comparison_outside_the_agents() -> None:
     assert (ROOT / "runtime" / "agents" / "kind.py").is_file()  # the guard reads the real tree
-    read, found = scan()
+    read, found = scan(AGENTS, ROOT / "runtime" / "agents")
     assert read >= MIN_MODULES
     assert found == []
 
