@@ -167,13 +167,9 @@ def _judge_new(config: Config, store: Store, op: Operation, evidence: dict[str, 
                facts: dict[str, Any], why: str) -> Operation:
     """The new session runs: activated only if it passes the worker's health check."""
     from runtime.switch import health
-    from runtime.switch.rebuild import Rebuild
+    from runtime.switch.worker import job_classes
 
-    job_cls = Rebuild
-    if config.agent is AgentKind.CODEX:
-        from runtime.switch.codex import CodexRebuild
-
-        job_cls = CodexRebuild
+    job_cls = job_classes(config.agent)[0]
     job = job_cls(config, store, op, open_door(config))
     old_argv = list(op.fact("old_argv", []) or [])
     before = str(op.fact("identity_before", ""))

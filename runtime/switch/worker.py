@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from runtime.agents.kind import AgentKind
 from runtime.config import Config, load_config
@@ -22,7 +23,23 @@ from runtime.switch.job import FAULT_ENV, log
 from runtime.switch.state import WORKER_STATES, State
 from runtime.switch.store import Operation, Store
 
+if TYPE_CHECKING:
+    from runtime.switch.rebuild import Rebuild
+    from runtime.switch.rollback import Rollback
+
 __all__ = ["FAULT_ENV", "main", "run"]
+
+
+def job_classes(agent: AgentKind) -> tuple[type[Rebuild], type[Rollback]]:
+    """The rebuild and rollback jobs that switch ``agent`` (the worker's and recover's choice)."""
+    if agent is AgentKind.CODEX:
+        from runtime.switch.codex import CodexRebuild, CodexRollback
+
+        return CodexRebuild, CodexRollback
+    from runtime.switch.rebuild import Rebuild
+    from runtime.switch.rollback import Rollback
+
+    return Rebuild, Rollback
 
 
 def run(config: Config, operation_id: str) -> Operation:
@@ -42,14 +59,8 @@ def run(config: Config, operation_id: str) -> Operation:
                          evidence={"code": code, "message": str(exc)},
                          failure={"code": code, "message": str(exc)})
         return store.read(operation_id)
-    from runtime.switch.rebuild import Rebuild
-    from runtime.switch.rollback import Rollback
-
-    job_cls: type[Rebuild] | type[Rollback] = Rebuild if op.state == State.SCHEDULED else Rollback
-    if config.agent is AgentKind.CODEX:
-        from runtime.switch.codex import CodexRebuild, CodexRollback
-
-        job_cls = CodexRebuild if op.state == State.SCHEDULED else CodexRollback
+    rebuild, rollback = job_classes(config.agent)
+    job_cls: type[Rebuild] | type[Rollback] = rebuild if op.state == State.SCHEDULED else rollback
     try:
         job_cls(config, store, op, door).run()
     finally:
