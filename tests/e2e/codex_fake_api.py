@@ -158,6 +158,13 @@ class CodexFakeApi(Loopback):
         return [r for r in self.requests
                 if r.path.endswith("/responses") and r.kind != "compaction"]
 
+    def thread_asked(self, text: str) -> str:
+        """The thread (``session-id``) of the first turn request whose body holds ``text``: the
+        thread a prompt was typed in. Not the pane's lock: at start the TUI can briefly lock a
+        rollout-less helper thread, and after a prompt its title-generation thread."""
+        return next(str(r.session_id) for r in self.requests
+                    if r.kind == "turn" and text in json.dumps(r.body))
+
     def _answer(self, index: int, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The output items of the answer to request ``index`` (called under the lock)."""
         last = _last_turn_item(body.get("input") or [])

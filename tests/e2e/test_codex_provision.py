@@ -183,8 +183,7 @@ def test_a_switch_after_apply_activates_in_the_restarted_tui(
     apply_restart_and_talk(tmp_path, tui, ("--no-daemon",), capsys)
     # the thread the model was asked on (at start the TUI can briefly lock a rollout-less
     # helper thread, so the pane's lock is not read here)
-    old = next(r.headers["session-id"] for r in api.requests
-               if r.kind == "turn" and "please remember the blue door" in json.dumps(r.body))
+    old = api.thread_asked("please remember the blue door")
     store = Store(tmp_path / "state")
     op_id = request_rebuild(tui, tmp_path / "threadline.toml", store, old)
     op = store.read(op_id)
@@ -242,8 +241,7 @@ def test_apply_refuses_a_codex_on_the_shared_daemon_naming_the_fix(
     wait_for(lambda: INPUT_HINT in tui.capture(), timeout=90, what="codex's composer")
     tui.type_prompt("please remember the blue door")
     wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
-    thread = next(r.headers["session-id"] for r in api.requests
-                  if r.kind == "turn" and "please remember the blue door" in json.dumps(r.body))
+    thread = api.thread_asked("please remember the blue door")
     holder = wait_for(lambda: procfs.codex_lock_holder(tui.home.root, thread), timeout=30,
                       what="the writer lock of the thread")
     argv = procfs.cmdline(holder) or ()

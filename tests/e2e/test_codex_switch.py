@@ -90,14 +90,15 @@ LAUNCH_OPTIONS = ("-c", "model_auto_compact_token_limit=900000", "-s", "danger-f
                   "-a", "never")
 
 
-def request_and_end_turn(tmp_path: Path, tui: CodexTui, config: Path,
+def request_and_end_turn(tmp_path: Path, tui: CodexTui, config: Path, api: CodexFakeApi,
                          env: dict[str, str] | None = None,
                          running: tuple[str, ...] = ()) -> tuple[str, str]:
     """Start the TUI with a prompt, request a rebuild of its thread, end one more turn;
     (old thread, operation id) once the operation has left its running states."""
-    old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
-                    extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"], **(env or {})})
+    tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
+              extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"], **(env or {})})
     wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+    old = api.thread_asked("please remember the blue door")
     return old, request_rebuild(tui, config, Store(tmp_path / "state"), old, running)
 
 
@@ -129,7 +130,7 @@ def test_a_running_tui_switches_to_its_rebuilt_thread_and_rolls_back(
     wire_notify(home, config)
     store = Store(tmp_path / "state")
     try:
-        old, op_id = request_and_end_turn(tmp_path, tui, config)
+        old, op_id = request_and_end_turn(tmp_path, tui, config, api)
         op = store.read(op_id)
         phases = [e["phase"] for e in store.events(op_id)]
         assert op.state.value == "activated", (op.state.value, op.failure, phases)
@@ -182,7 +183,7 @@ def test_a_resume_argv_that_loses_an_option_is_refused_and_the_old_thread_resume
     wire_notify(home, config)
     store = Store(tmp_path / "state")
     try:
-        old, op_id = request_and_end_turn(tmp_path, tui, config)
+        old, op_id = request_and_end_turn(tmp_path, tui, config, api)
         op = store.read(op_id)
         assert op.state.value == "rolled_back", (op.state.value, op.failure)
         assert "'-a never'" in str(op.failure)
@@ -205,9 +206,10 @@ def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
     wire_notify(home, config)
     store = Store(tmp_path / "state")
     try:
-        old = tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
-                        extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
+        tui.start([*tui.argv(*LAUNCH_OPTIONS), "please remember the blue door"],
+                  extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
         wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+        old = api.thread_asked("please remember the blue door")
         tui.tmux.cmd("send-keys", "-t", tui.target, "-l", "/fork")
         wait_for(lambda: "fork the current chat" in tui.capture(), timeout=30,
                  what="the /fork entry of the command popup")
@@ -237,7 +239,7 @@ def test_a_worker_killed_after_the_switch_is_recovered_as_activated_from_the_loc
     store = Store(tmp_path / "state")
     try:
         # codex → its notify → the worker inherit the fault: the worker dies once switched
-        _, op_id = request_and_end_turn(tmp_path, tui, config,
+        _, op_id = request_and_end_turn(tmp_path, tui, config, api,
                                         env={"THREADLINE_WORKER_FAULT": "kill:switched"},
                                         running=("pending", "scheduled", "running",
                                                  "verifying"))
@@ -278,8 +280,7 @@ def test_a_tui_on_the_shared_daemon_rolls_back_naming_the_daemon_and_the_fix(
         tui.start([*tui.argv(), "please remember the blue door"],
                   extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
         wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
-        old = next(r.headers["session-id"] for r in api.requests
-                   if r.kind == "turn" and "please remember" in json.dumps(r.body))
+        old = api.thread_asked("please remember the blue door")
         op = store.read(request_rebuild(tui, config, store, old))
         assert op.state.value == "rolled_back", (op.state.value, op.failure)
         message = str(op.failure["message"])  # type: ignore[index]
