@@ -20,6 +20,7 @@ import pytest
 
 from runtime import procfs
 from runtime.agents import codex
+from runtime.paths import codex_rollout
 from runtime.procfs import codex_writer_locks
 from runtime.switch.store import Store
 from tests.e2e.codex_cli import CodexHome, codex_bin  # noqa: F401 - pytest fixture
@@ -210,6 +211,11 @@ def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
                   extra_env={"TMUX_TMPDIR": os.environ["TMUX_TMPDIR"]})
         wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
         old = api.thread_asked("please remember the blue door")
+        # the reply shows before the turn ends, and '/fork' is "disabled while a task is in
+        # progress": wait for the turn's end, Codex's task_complete record in the rollout
+        sessions = home.root / "sessions"
+        wait_for(lambda: (lambda p: p is not None and b'"task_complete"' in p.read_bytes())(
+            codex_rollout(sessions, old)), timeout=60, what="the first turn to end")
         tui.tmux.cmd("send-keys", "-t", tui.target, "-l", "/fork")
         wait_for(lambda: "fork the current chat" in tui.capture(), timeout=30,
                  what="the /fork entry of the command popup")
