@@ -294,7 +294,7 @@ class Store:
                 facts=MappingProxyType(dict(facts or {})),
             )
             self._write(op)
-            self.event(op.operation_id, "created", state=state.value,
+            self.event(op.operation_id, "created", at=stamp, state=state.value,
                        source=reason.get("source", ""), bound_session_id=bound_session_id)
             return op
 
@@ -325,10 +325,12 @@ class Store:
                 self.event(operation_id, phase, state=op.state.value, **dict(evidence or {}))
             return new
 
-    def event(self, operation_id: str, phase: str, /, **evidence: Any) -> None:
-        """Append one timeline line (timestamp, phase, evidence) to ``operation_id``."""
+    def event(self, operation_id: str, phase: str, /, *, at: str | None = None,
+              **evidence: Any) -> None:
+        """Append one timeline line (timestamp, phase, evidence) to ``operation_id``; ``at``
+        defaults to now (``created`` passes the record's own stamp, so it reads +0.00s)."""
         self.ensure()
-        line = {**_plain(evidence), "at": now_iso(), "phase": phase}
+        line = {**_plain(evidence), "at": at or now_iso(), "phase": phase}
         data = json_bytes(json.dumps(line, ensure_ascii=False, default=str))
         proc.append_line(self.events_path(operation_id), data)
 
