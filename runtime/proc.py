@@ -223,6 +223,20 @@ def ensure_dir(path: str | os.PathLike[str], mode: int = 0o700) -> Path:
     return directory
 
 
+def make_parents(path: str | os.PathLike[str], mode: int = 0o700) -> None:
+    """Create the missing folders above ``path`` with ``mode``; existing ones are left as they
+    are (``ensure_dir`` would chmod them)."""
+    parent = Path(path).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True, mode=mode)
+    except FileExistsError as exc:
+        raise ProcError(
+            f"cannot create folder {str(parent)!r}: it exists and is not a folder"
+        ) from exc
+    except OSError as exc:
+        raise ProcError(f"cannot create folder {str(parent)!r}: {exc.strerror}") from exc
+
+
 def append_line(path: str | os.PathLike[str], line: bytes, mode: int = 0o600) -> None:
     """Append one line to ``path`` (created with ``mode``) and fsync it."""
     data = line if line.endswith(b"\n") else line + b"\n"

@@ -41,9 +41,11 @@ def register(sub: Any) -> None:
         "tl-rebuild fork --transcript SESSION_ID.jsonl --into /tmp/forks",
         "tl-rebuild fork --transcript SESSION_ID.jsonl --manifest /tmp/forks/manifest.jsonl"])
     _common(fork, required=True)
-    fork.add_argument("--into", metavar="DIR", help="folder for the new session file")
+    fork.add_argument("--into", metavar="DIR",
+                      help="folder for the new session file (made, 0700, if missing)")
     fork.add_argument(
-        "--manifest", metavar="PATH", help="also write the per-item manifest (JSONL, 0600) here"
+        "--manifest", metavar="PATH",
+        help="also write the per-item manifest (JSONL, 0600) here (folders made if missing)"
     )
     fork.set_defaults(func=run_fork)
     _register_report(sub)

@@ -417,16 +417,19 @@ def refuse_unwritable(build: Build, lines: int) -> None:
 
 
 def write_lines(target: Path, lines: Iterable[dict[str, Any]]) -> None:
-    """Write ``lines`` as JSONL at ``target`` (atomic, 0600), one line in memory at a time."""
+    """Write ``lines`` as JSONL at ``target`` (atomic, 0600), one line in memory at a time;
+    missing folders above it are made (0700), as ``fork --into`` promises."""
     from runtime import proc  # only writing needs the machine door
 
+    proc.make_parents(target)
     # line by line: joined, a speech-heavy candidate doubled fork's peak memory
     dumps = orjson.dumps
     proc.atomic_write_chunks(target, (dumps(line) + b"\n" for line in lines), mode=0o600)
 
 
 def write_manifest(build: Build, path: Path) -> str:
-    """Write ``build``'s manifest as JSONL at ``path`` (atomic, 0600); return its SHA-256."""
+    """Write ``build``'s manifest as JSONL at ``path`` (atomic, 0600; missing folders made,
+    0700); return its SHA-256."""
     import hashlib
 
     from runtime import proc
@@ -435,6 +438,7 @@ def write_manifest(build: Build, path: Path) -> str:
     if len(build.manifest) != build.item_count:
         raise ValueError("a build made with lay_out=False has no manifest")
     data = manifest_jsonl(build.manifest)
+    proc.make_parents(path)
     proc.atomic_write(Path(path), data, mode=0o600)
     return hashlib.sha256(data).hexdigest()
 

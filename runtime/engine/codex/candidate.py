@@ -233,7 +233,6 @@ def write(built: CodexBuild, directory: Path) -> Path:
     """Write the rollout as ``<directory>/rollout-<time>-<id>.jsonl`` (atomic, 0600)."""
     claude.refuse_unwritable(built, built.item_count + 1)  # + line 0, the session_meta
     target = Path(directory) / built.file_name
-    Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
     claude.write_lines(target, built.items)
     return target
 

@@ -176,6 +176,33 @@ def test_fork_into_writes_into_the_given_folder(
     assert any(line.startswith("new_session_id ") for line in out.splitlines())
 
 
+def test_fork_into_a_missing_folder_makes_it_and_a_file_in_the_way_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    into = tmp_path / "forks" / "monday"  # neither folder exists yet
+    manifest = tmp_path / "manifests" / "monday.jsonl"
+    code, out, err = run(capsys, "fork", "--transcript", str(chat(tmp_path)), "--into", str(into),
+                         "--manifest", str(manifest), "--json")
+    assert code == 0, err
+    assert json.loads(out)["manifest"]["entries"] == len(manifest.read_bytes().splitlines()) > 0
+    written = Path(json.loads(out)["candidate_path"])
+    assert written.parent == into and [p.name for p in into.iterdir()] == [written.name]
+    assert into.stat().st_mode & 0o777 == 0o700 & ~current_umask()
+    blocker = tmp_path / "taken"
+    blocker.write_text("not a folder")
+    code, _, err = run(capsys, "fork", "--transcript", str(chat(tmp_path)), "--into",
+                       str(blocker / "sub"))
+    assert code != 0 and blocker.read_text() == "not a folder"
+    assert err.strip().splitlines() == [
+        f"tl-rebuild: error: cannot create folder {str(blocker / 'sub')!r}: Not a directory"]
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_fork_of_an_empty_file_refuses_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
