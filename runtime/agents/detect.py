@@ -2,7 +2,9 @@
 
 A Codex rollout opens with a ``session_meta`` line (or, before mid-2025, a bare
 ``{id, timestamp, instructions}`` line); anything else is read as a Claude Code transcript.
-``--agent claude|codex`` forces the choice.
+``--agent claude|codex`` forces the choice. A file that opens with a UTF-8 byte-order mark
+(an editor's, never the agents') is refused: its first line would not parse, and that line is a
+rollout's session_meta or a transcript's first event.
 """
 
 from __future__ import annotations
@@ -13,21 +15,31 @@ from runtime.agents.kind import AgentKind
 
 AGENTS: tuple[str, ...] = tuple(kind.value for kind in AgentKind)
 HEAD_BYTES = 4096  # line 0 names its type before its payload
+BOM = b"\xef\xbb\xbf"
 
 
 def detect(path: Path, forced: str | None = None) -> AgentKind:
-    """``forced`` when given, else ``codex`` when line 0 of ``path`` is a session_meta."""
-    if forced in AGENTS:
-        return AgentKind(forced)
-    if forced not in (None, "", "auto"):
+    """``forced`` when given, else ``codex`` when line 0 of ``path`` is a session_meta; a file
+    opening with a byte-order mark is a TranscriptError either way."""
+    if forced not in (None, "", "auto", *AGENTS):
         from runtime.errors import ConfigError
 
         raise ConfigError(f"agent {forced!r} is not one of claude, codex")
     try:
         with open(path, "rb") as handle:
             head = handle.read(HEAD_BYTES)
-    except OSError:
-        return AgentKind.CLAUDE  # the Claude reader reports the unreadable file
+    except OSError:  # the agent's reader reports the unreadable file
+        return AgentKind(forced) if forced in AGENTS else AgentKind.CLAUDE
+    if head.startswith(BOM):
+        from runtime.errors import TranscriptError
+
+        raise TranscriptError(
+            f"{str(path)!r} starts with a UTF-8 byte-order mark (Claude Code and Codex never "
+            "write one; an editor did) and its first line would be lost; remove it with "
+            f"sed -i '1s/^\\xEF\\xBB\\xBF//' {str(path)!r}"
+        )
+    if forced in AGENTS:
+        return AgentKind(forced)
     if b'"session_meta"' not in head and b'"instructions"' not in head:
         return AgentKind.CLAUDE  # a transcript's first line is never parsed twice
     from runtime.engine.codex.rollout import first_line, session_meta
