@@ -177,6 +177,11 @@ def load_profile(path: str | Path) -> Profile:
         ) from exc
     except ValueError as exc:
         raise ProfileError(f"host profile {str(source)!r} is refused: {exc}") from exc
+    if data is None:  # an empty file, or only comments: jsonschema would say "None is not …"
+        raise ProfileError(
+            f"host profile {str(source)!r} is empty (or only comments); start from an example "
+            "in inventories/ (tmux-vps.yml, systemd-vps.yml, pointer-runner.yml, codex-host.yml)"
+        )
     return profile_from_mapping(data, str(source))
 
 

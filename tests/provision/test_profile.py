@@ -100,6 +100,19 @@ def test_missing_file_and_bad_yaml_name_the_path(tmp_path: Path) -> None:
         load_profile(bad)
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "# host: vps-1\n# door: tmux\n", "---\n"])
+def test_an_empty_profile_says_so_and_points_at_the_examples(tmp_path: Path, text: str) -> None:
+    empty = tmp_path / "host.yml"
+    empty.write_text(text)
+    with pytest.raises(ProfileError) as info:
+        load_profile(empty)
+    assert str(info.value) == (
+        f"host profile {str(empty)!r} is empty (or only comments); start from an example in "
+        "inventories/ (tmux-vps.yml, systemd-vps.yml, pointer-runner.yml, codex-host.yml)")
+    named = str(info.value).split("(", 2)[2].rstrip(")").split(", ")
+    assert all((INVENTORIES[0].parent / name).is_file() for name in named)
+
+
 def test_non_mapping_document_is_an_error() -> None:
     assert profile_errors(["a"]) == ["(top level): ['a'] is not of type 'object'"]
 
