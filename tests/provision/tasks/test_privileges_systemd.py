@@ -117,6 +117,34 @@ def apply(sandbox: SystemdSandbox, user: SandboxUser, data: dict) -> dict[str, S
     return {r.task: r.status for r in report.results}
 
 
+def wait_end(sandbox: SystemdSandbox, user: SandboxUser, tmux_dir: Path, config: str,
+             op_id: str) -> dict:
+    """The operation's record once it ended, read as the user reads it; on timeout, everything
+    that says where the chain stopped (events, worker log, the pane, what the stand-in did).
+    The bound is generous: a loaded 2-core machine runs the whole chain (the stand-in's Stop
+    hook, ``tl-rebuild hook-stop`` and ``sudo -n``) inside a private systemd."""
+    def ended() -> dict | None:
+        shown = user.run(TL_REBUILD, "status", "--config", config, "--json",
+                         "--operation", op_id)
+        record = json.loads(shown.stdout) if shown.returncode == 0 else {}
+        return record if record.get("state") in END else None
+
+    def text(path: Path) -> str | None:
+        return path.read_text(errors="replace") if path.exists() else None
+    try:
+        record = wait_for(ended, timeout=90, interval=0.3, what="the user's switch to end")
+        assert isinstance(record, dict)
+        return record
+    except AssertionError:
+        raise AssertionError(json.dumps({
+            "events": Store(sandbox.share / "state").events(op_id),
+            "worker_log": text(sandbox.share / "state" / "worker.log"),
+            "standin_record": text(user.home / "standin.jsonl"),
+            "unit_log": text(sandbox.share / "unit.log"),
+            "pane": tmux_as_user(user, tmux_dir, "capture-pane", "-p", "-t", "claude:0.0")},
+            indent=1)) from None
+
+
 def sudo(user: SandboxUser, *argv: str) -> tuple[int, str]:
     done = user.run("sudo", "-n", *argv)
     return done.returncode, (done.stderr or done.stdout).strip()
@@ -169,20 +197,8 @@ def test_root_applies_a_sudoers_rule_that_lets_the_claude_user_switch_and_nothin
     main_before = sandbox.main_pid(UNIT)
     tmux_as_user(user, tmux_dir, "send-keys", "-t", "claude:0.0", "stop", "Enter")
 
-    def ended() -> dict | None:
-        shown = user.run(TL_REBUILD, "status", "--config", config, "--json",
-                         "--operation", op_id)
-        record = json.loads(shown.stdout) if shown.returncode == 0 else {}
-        return record if record.get("state") in END else None
+    result = wait_end(sandbox, user, tmux_dir, config, op_id)
     log = sandbox.share / "state" / "worker.log"
-    try:
-        result = wait_for(ended, timeout=90, interval=0.3, what="the user's switch to end")
-    except AssertionError:
-        raise AssertionError(json.dumps({
-            "events": Store(sandbox.share / "state").events(op_id),
-            "worker_log": log.read_text() if log.exists() else None,
-            "pane": tmux_as_user(user, tmux_dir, "capture-pane", "-p", "-t", "claude:0.0")},
-            indent=1)) from None
     assert result["state"] == "activated", json.dumps(
         [result.get("failure"), log.read_text() if log.exists() else ""], indent=1)
     events = Store(sandbox.share / "state").events(op_id)
@@ -209,9 +225,8 @@ def test_without_the_rule_the_users_switch_fails_at_once_saying_sudo_refused(
 
     tmux_as_user(user, tmux_dir, "send-keys", "-t", "claude:0.0", "stop", "Enter")
 
-    store = Store(sandbox.share / "state")
-    wait_for(lambda: store.read(op_id).state.value in END, timeout=30, what="the end")
-    op = store.read(op_id)
+    wait_end(sandbox, user, tmux_dir, config, op_id)
+    op = Store(sandbox.share / "state").read(op_id)
     assert op.state.value == "failed" and op.failure is not None
     assert op.failure["code"] == "worker_spawn_failed"
     assert "sudo did not start the worker (rc=1)" in op.failure["message"]
