@@ -206,6 +206,7 @@ def scan(
                 observer.event(event, lineno)
             if locate:
                 sink.line_at = position - size  # type: ignore[union-attr]
+                sink.line_size = size  # type: ignore[union-attr]
             handle_event(event, size)
     prefilter.flush()
     stats.lines = lineno
