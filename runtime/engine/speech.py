@@ -297,7 +297,9 @@ class SpeechRules:
 
 
 def injected_pattern(tags: tuple[str, ...]) -> re.Pattern[str]:
-    """One regex for paired, lone and self-closing forms of the injected tags."""
+    """One regex for paired, lone and self-closing forms of the injected tags.
+
+    Every match starts with ``<`` (``SpeechRules.strip_injected`` tries it only there)."""
     if not tags:
         return re.compile(r"(?!)")
     names = "|".join(re.escape(tag) for tag in sorted(tags, key=len, reverse=True))

@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.config import RebuildConfig
-from runtime.engine import find
+from runtime.engine import candidate, find
 from runtime.engine.find import contains
 from runtime.engine.speech import SpeechRules
 from tests.fixtures.transcripts import Transcript, slash_text
-from tests.runtime.helpers import build, kinds, texts
+from tests.runtime.helpers import build, config, kinds, texts
 
 RULES = SpeechRules.from_config(RebuildConfig())
+SESSION = "99999999-8888-7777-6666-555555555555"
 NEEDLES = ("<command-name>", "<local-command-std", "<channel source=", "<", "a<b")
 # pieces a paste is made of: prose (UCS-2 too), stray "<", the tags the reader looks for,
 # injected blocks and lone tags, open tags never closed
@@ -77,3 +78,20 @@ def test_a_slash_command_behind_many_stray_brackets_is_still_recognised(tmp_path
     built = build(tmp_path, t)
     assert kinds(built) == ["slash", "assistant_text", "typed", "assistant_text"]
     assert texts(built)[0] == "/review now"
+
+
+def test_tags_spelled_with_json_escapes_are_found_in_the_decoded_text(tmp_path: Path) -> None:
+    """The checks read the parsed text, never the line's bytes: ``\\u003c`` is a ``<``."""
+    t = Transcript()
+    t.user(slash_text("/review", "now"))
+    t.assistant("reviewing")
+    t.user("<system-reminder>r</system-reminder>\nwords")
+    t.assistant("ok")
+    path = t.write(tmp_path / "source.jsonl")
+    path.write_bytes(path.read_bytes().replace(b"<", b"\\u003c"))
+    assert b"<" not in path.read_bytes()
+    built = candidate.build(path, config(), new_session_id=SESSION)
+    assert [u.kind for turn in built.turns for u in turn.items] == [
+        "slash", "assistant_text", "typed", "assistant_text"]
+    assert [u.text for turn in built.turns for u in turn.items] == [
+        "/review now", "reviewing", "words", "ok"]
