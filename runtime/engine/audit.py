@@ -301,9 +301,12 @@ class SecondReading:
         is still seen, and a big tool input is skipped, not lowercased.
         """
         if kind == "assistant":  # a tool named reply, read as ``_reply`` reads it
-            return type(content) is not list or any(
-                b.type == "tool_use" and isinstance(b.name, str) and "reply" in b.name.lower()
-                for b in content)
+            if type(content) is not list:
+                return True
+            for b in content:  # (a loop: no generator for the one block a line mostly has)
+                if b.type == "tool_use" and isinstance(b.name, str) and "reply" in b.name.lower():
+                    return True
+            return False
         if kind == "attachment":
             try:
                 body = _decode_line(line).attachment

@@ -224,7 +224,7 @@ class SpeechRules:
 
     def snapshot_block(self, text: str) -> str | None:
         """The environment/memory ``<system-reminder>`` block of a start-up event, verbatim."""
-        if "<system-reminder>" not in text:
+        if not find.contains(text, "<system-reminder>"):  # each read-back user line asks
             return None
         for match in _SYSTEM_REMINDER.finditer(text):
             block = match.group(0)
