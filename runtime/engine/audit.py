@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from runtime.engine.find import contains
 from runtime.engine.speech import MARK_KEY
 
 # the definition of a tag pair; ``_drop_pairs`` applies it (tests hold the two equal)
@@ -42,24 +43,14 @@ _CHANNEL = re.compile(r"<channel\s")
 _REPLY_ARGS = ("text", "message", "content")
 
 
-class _Tool(msgspec.Struct):
-    type: Any = None
-    name: Any = None
-
-
-class _Said(msgspec.Struct):
-    content: list[_Tool] | str | None = None
-
-
 class _Attached(msgspec.Struct):
     prompt: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class _Line(msgspec.Struct):
-    """What ``wants`` reads of a settled line: an assistant line's block types and tool names,
-    whether an attachment has a prompt (nothing else is built; a tool's input is skipped)."""
+    """What ``wants`` reads of a settled attachment line: whether it has a prompt (nothing
+    else is built)."""
 
-    message: _Said | None = None
     attachment: _Attached | None = None
 
 
@@ -297,25 +288,25 @@ class SecondReading:
         the prompts enqueued before it, so the reader need not keep it to the end."""
         self._waiting.hear(text)
 
-    def wants(self, line: bytes, kind: str) -> bool:
+    def wants(self, line: bytes, kind: str, content: Any) -> bool:
         """Whether a raw line the reader's fast path settled can hold a shape read here.
 
-        ``kind`` is the line's ``type`` as the fast path decoded it. That path settles only
-        lines it knows the classifier ignores; of those, this reading can still see an
-        enqueue, an attachment's ``prompt`` or an assistant tool whose name says reply. (A
-        user line it settles answers a tool call, which this reading skips as well.) Names
-        and keys are decoded, not searched in the raw bytes: one written with escapes
-        (``re\\u0070ly``) is still seen, and a big tool input is skipped, not lowercased.
+        ``kind`` is the line's ``type`` as the fast path decoded it, ``content`` an assistant
+        line's message content as it decoded it (msgspec; a list of blocks with their ``type``
+        and ``name``, else the content was not a list). That path settles only lines it knows
+        the classifier ignores; of those, this reading can still see an enqueue, an
+        attachment's ``prompt`` or an assistant tool whose name says reply. (A user line it
+        settles answers a tool call, which this reading skips as well.) Names and keys are
+        decoded, not searched in the raw bytes: one written with escapes (``re\\u0070ly``)
+        is still seen, and a big tool input is skipped, not lowercased.
         """
         if kind == "assistant":  # a tool named reply, read as ``_reply`` reads it
-            try:
-                message = _decode_line(line).message
-            except msgspec.DecodeError:
+            if type(content) is not list:
                 return True
-            content = message.content if message is not None else None
-            return type(content) is not list or any(
-                b.type == "tool_use" and isinstance(b.name, str) and "reply" in b.name.lower()
-                for b in content)
+            for b in content:  # (a loop: no generator for the one block a line mostly has)
+                if b.type == "tool_use" and isinstance(b.name, str) and "reply" in b.name.lower():
+                    return True
+            return False
         if kind == "attachment":
             try:
                 body = _decode_line(line).attachment
@@ -369,7 +360,7 @@ class SecondReading:
         lead = mark.get("lead") if isinstance(mark, dict) else None
         if lead is not None and texts[:1] == [lead]:
             texts = texts[1:]  # the time stamp an earlier rebuild added
-        if any("<command-name>" in t for t in texts):
+        if any(contains(t, "<command-name>") for t in texts):
             self.slash_lines += 1
             self.first_slash = self.first_slash or line
         uuid = event.get("uuid")
@@ -395,7 +386,7 @@ class SecondReading:
         content = message.get("content")
         blocks = content if isinstance(content, list) else []
         uuid = event.get("uuid")
-        said = [t for t in _texts(content) if t.strip()]
+        said = [t for t in _texts(content) if t and not t.isspace()]  # t.strip(), no copy
         replies = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
                    and self._reply(b)]
         if replies:

@@ -153,12 +153,12 @@ class _ReadBack(tuple[dict[str, Any], ...]):
 
     source: Path
     rules: SpeechRules
-    where: dict[int, tuple[int, int]]  # item position -> (line offset, place on the line)
+    where: dict[int, tuple[int, int, int]]  # item position -> (line offset, size, place)
 
     @classmethod
     def of(
         cls, items: list[dict[str, Any]], source: Path, rules: SpeechRules,
-        where: dict[int, tuple[int, int]],
+        where: dict[int, tuple[int, int, int]],
     ) -> _ReadBack:
         made = cls(items)
         made.source, made.rules, made.where = source, rules, where
@@ -277,10 +277,11 @@ class _Shedding(TurnBuilder):
         self.past: deque[Turn] = deque()  # turns past the window still holding their texts
         # fork: where each let-go text came from and its digest, by id of what stands for it
         self.located = located
-        self.where: dict[int, tuple[int, int]] = {}
+        self.where: dict[int, tuple[int, int, int]] = {}
         self.digests: dict[int, str] = {}
         if located is not None:
             self.line_at = -1  # set by scan for each parsed line (see ``Located``)
+            self.line_size = 0
 
     def human(self, utt: Utterance) -> None:
         self._note(utt)
@@ -298,6 +299,7 @@ class _Shedding(TurnBuilder):
     def _note(self, utt: Utterance) -> None:
         if self.located is not None:
             self.located.line_at = self.line_at
+            self.located.line_size = self.line_size
             self.located.note(utt)
 
     def _add_human(self, utt: Utterance) -> None:
@@ -422,9 +424,10 @@ def write_lines(target: Path, lines: Iterable[dict[str, Any]]) -> None:
     from runtime import proc  # only writing needs the machine door
 
     proc.make_parents(target)
-    # line by line: joined, a speech-heavy candidate doubled fork's peak memory
-    dumps = orjson.dumps
-    proc.atomic_write_chunks(target, (dumps(line) + b"\n" for line in lines), mode=0o600)
+    # line by line: joined, a speech-heavy candidate doubled fork's peak memory; orjson
+    # appends the newline itself (no second copy of a 46 KB line)
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    proc.atomic_write_chunks(target, (dumps(line, option=newline) for line in lines), mode=0o600)
 
 
 def write_manifest(build: Build, path: Path) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from runtime.engine.dirty import Ledger
+from runtime.engine.find import contains
 from runtime.engine.speech import MARK_KEY, SpeechRules, Utterance, read_mark, valid_timestamp
 
 if TYPE_CHECKING:
@@ -272,7 +273,7 @@ class Classifier:
             self._ignore("user", "task_notification", "injected_block", size)
             return
         joined = texts[0] if len(texts) == 1 else "\n".join(texts)
-        if "<command-name>" in joined:
+        if contains(joined, "<command-name>"):
             line = rules.slash_line(joined)
             if line is not None:
                 self.ledger.conversation_bytes += size
@@ -280,7 +281,7 @@ class Classifier:
                 if self.sink is not None:
                     self.sink.slash(self._utterance(event, "slash", "user", line))
                 return
-        if "<local-command-std" in joined:
+        if contains(joined, "<local-command-std"):
             if self.sink is not None:
                 self.sink.local_output()
         self._human(event, "typed", texts, size, image_bytes)

@@ -98,6 +98,9 @@ class Prefilter:
         self.tracking = classifier.sink is not None
         self.recent_uuids = classifier.recent_uuids
         self.kind = ""  # the ``type`` of the line settled last (for the audit's ``wants``)
+        # an assistant line's decoded message content (blocks with ``type`` and ``name``), for
+        # the same reader: set for each assistant line settled, None when it had no message
+        self.content: Any = None
         # (type, reason, category) -> [lines, bytes] booked since its first line; added to
         # the counts by ``flush``. The first line of a key is booked at once, so every count
         # key is still made in line order (the reports break ties by that order).
@@ -117,6 +120,8 @@ class Prefilter:
         if head.isSidechain is True:
             reason: str | None = "sidechain"
             category: str | None = "sidechain"
+            message = head.message
+            self.content = message.content if message is not None else None
         elif kind == "assistant":
             return self._assistant(head, line, size)
         elif kind == "user":
@@ -183,6 +188,7 @@ class Prefilter:
         message = head.message
         if message is None:
             return False
+        self.content = message.content
         if head.isApiErrorMessage is True or message.model == "<synthetic>":
             if not (line.isascii() or _utf8(line)):
                 return False

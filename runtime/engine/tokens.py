@@ -23,7 +23,7 @@ CJK_CLASS = (
 )
 
 # every character of CJK_CLASS lies in U+3000..U+FFEF, whose UTF-8 lead bytes are E3..EF
-_CJK_LEADS = bytes(range(0xE3, 0xF0))
+_CJK_LEADS = tuple(bytes((lead,)) for lead in range(0xE3, 0xF0))
 
 
 def cjk_count(text: str, encoded: bytes | None = None) -> int:
@@ -32,11 +32,11 @@ def cjk_count(text: str, encoded: bytes | None = None) -> int:
     ``encoded``: ``text`` already encoded as UTF-8 (surrogatepass), when the caller has it."""
     if text.isascii():
         return 0
-    # a non-ASCII text without a byte that can lead a CJK character has none: the encode
-    # and byte delete take 45 us on a 46 KB text, the regex count 130 us
+    # a non-ASCII text without a byte that can lead a CJK character has none: on a 46 KB
+    # text the encode takes 20 us, the 13 byte searches (memchr) 6 us, the regex count 130 us
     if encoded is None:
         encoded = text.encode("utf-8", "surrogatepass")
-    if len(encoded.translate(None, _CJK_LEADS)) == len(encoded):
+    if not any(lead in encoded for lead in _CJK_LEADS):
         return 0
     return _cjk().subn("", text)[1]
 

@@ -45,8 +45,9 @@ class Observer(Protocol):
 
     def event(self, event: dict[str, Any], line: int) -> None: ...
 
-    def wants(self, line: bytes, kind: str) -> bool:
-        """Whether a line of ``type`` ``kind`` the fast path settled may matter to this reader."""
+    def wants(self, line: bytes, kind: str, content: Any) -> bool:
+        """Whether a line of ``type`` ``kind`` the fast path settled may matter to this reader
+        (``content``: an assistant line's message content as the fast path decoded it)."""
         ...
 
 
@@ -183,7 +184,9 @@ def scan(
                 progress(position, total)
                 next_mark = position + step
             if take is not None and take(line, size):
-                if observer is not None and observer.wants(line, prefilter.kind):
+                if observer is not None and observer.wants(
+                    line, prefilter.kind, prefilter.content
+                ):
                     _observe_settled(observer, line, lineno)
                 continue
             try:
@@ -203,6 +206,7 @@ def scan(
                 observer.event(event, lineno)
             if locate:
                 sink.line_at = position - size  # type: ignore[union-attr]
+                sink.line_size = size  # type: ignore[union-attr]
             handle_event(event, size)
     prefilter.flush()
     stats.lines = lineno
