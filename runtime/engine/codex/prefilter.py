@@ -39,22 +39,25 @@ if TYPE_CHECKING:
     from runtime.engine.codex.rollout import Classifier, Lines
 
 NULL = msgspec.Raw(b"null")
+# Every struct below is made with gc=False: decoded from JSON, it holds only strings, numbers,
+# lists and other such structs, so it can never be part of a cycle, and untracked structs are
+# cheaper to make (146 k heads per 100 MB rollout: 0.083 -> 0.079 s)
 
 
-class _Part(msgspec.Struct):
+class _Part(msgspec.Struct, gc=False):
     text: str | msgspec.UnsetType = msgspec.UNSET
 
 
-class _Item(msgspec.Struct):
+class _Item(msgspec.Struct, gc=False):
     type: Any = None
     content: list[_Part] | str | None = None  # another shape: the line takes the full parse
 
 
-class _Attribution(msgspec.Struct):
+class _Attribution(msgspec.Struct, gc=False):
     turn_trigger: Any = None
 
 
-class _Payload(msgspec.Struct):
+class _Payload(msgspec.Struct, gc=False):
     type: str | None = None  # any other type: the line takes the full parse
     role: str | None = None  # part of the loop's key: another type takes the full parse
     turn_attribution: _Attribution | None = None  # task_started
@@ -62,12 +65,12 @@ class _Payload(msgspec.Struct):
     message: msgspec.Raw = NULL  # legacy user_message / agent_message
 
 
-class _Head(msgspec.Struct):
+class _Head(msgspec.Struct, gc=False):
     type: str | None = None
     payload: _Payload | None = None
 
 
-class _CopyPayload(msgspec.Struct):
+class _CopyPayload(msgspec.Struct, gc=False):
     """``_Payload`` when the audit reads the UI copies: ``item`` typed in the same decode."""
 
     type: str | None = None
@@ -77,33 +80,33 @@ class _CopyPayload(msgspec.Struct):
     message: msgspec.Raw = NULL
 
 
-class _CopyHead(msgspec.Struct):
+class _CopyHead(msgspec.Struct, gc=False):
     type: str | None = None
     payload: _CopyPayload | None = None
 
 
-class _TextPart(msgspec.Struct):
+class _TextPart(msgspec.Struct, gc=False):
     type: Any = None
     text: Any = None
 
 
-class _Passthrough(msgspec.Struct):
+class _Passthrough(msgspec.Struct, gc=False):
     content_item_kinds: Any = None
     content_item_metadata: Any = None
 
 
-class _MessagePayload(msgspec.Struct):
+class _MessagePayload(msgspec.Struct, gc=False):
     role: Any = None
     id: Any = None
     content: list[_TextPart] | str | None = None
     internal_chat_message_metadata_passthrough: _Passthrough | None = None
 
 
-class _Metadata(msgspec.Struct):
+class _Metadata(msgspec.Struct, gc=False):
     compaction_output: Any = None
 
 
-class _Message(msgspec.Struct):
+class _Message(msgspec.Struct, gc=False):
     """A user or assistant message line: what ``Classifier.spoken`` reads."""
 
     payload: _MessagePayload
@@ -143,6 +146,10 @@ class Prefilter:
         # event payload type -> [count, bytes] of the events ``_event`` read (trigger, copies):
         # counted the same way once their first line was booked
         self.read: dict[str, list[int]] = {}
+        # (type, payload type, role) of such an event -> (payload type, its ``read`` tally):
+        # the loop reads the next ones itself (learnt, like ``plain``, after the first)
+        self.events: dict[tuple[str | None, str | None, str | None],
+                          tuple[str, list[int]]] = {}
 
     def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` of each line of ``handle`` left to the full parse; the rest booked.
@@ -153,6 +160,9 @@ class Prefilter:
         """
         decode = _decode_copy_head if self.copies else _decode_head
         plain = self.plain
+        events = self.events
+        message = self._message
+        event = self._event
         stats = lines.stats
         position = lines.position
         counted = stats.lines
@@ -175,12 +185,22 @@ class Prefilter:
                 head = _NO_HEAD
             payload = head.payload
             if payload is not None:
-                tally = plain.get((head.type, payload.type, payload.role))
-                if tally is not None and (line.isascii() or _utf8(line)):
-                    tally[0] += 1
-                    tally[1] += size
-                    continue
-                if self.take(head, payload, line, size, lineno):
+                key = (head.type, payload.type, payload.role)
+                tally = plain.get(key)
+                if tally is not None:
+                    if line.isascii() or _utf8(line):
+                        tally[0] += 1
+                        tally[1] += size
+                        continue
+                elif key in _MESSAGES:  # what take would do, without its type tests
+                    if (line.isascii() or _utf8(line)) and message(line, size, lineno):
+                        continue
+                elif (read := events.get(key)) is not None:
+                    if (line.isascii() or _utf8(line)) and event(read[0], payload):
+                        read[1][0] += 1
+                        read[1][1] += size
+                        continue
+                elif self.take(head, payload, line, size, lineno):
                     continue
             lines.position = position
             stats.lines = counted + lineno
@@ -235,9 +255,12 @@ class Prefilter:
                 if tally is not None:
                     tally[0] += 1
                     tally[1] += size
+                    self.events[(kind, sub, payload.role)] = (sub, tally)
                     return True
                 key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
-                self._tally(key, category, self.read.setdefault(sub, [0, 0]))
+                tally = self.read.setdefault(sub, [0, 0])
+                self._tally(key, category, tally)
+                self.events[(kind, sub, payload.role)] = (sub, tally)
             else:
                 key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
                 self._learn(kind, sub, payload.role, key, category)
@@ -298,7 +321,7 @@ class Prefilter:
         False (nothing booked) for any other case: ``spoken`` decides those.
         """
         text = part.text
-        if type(text) is not str or not text.strip():
+        if type(text) is not str or not text or text.isspace():  # = not text.strip(), no copy
             return False
         payload = message.payload
         role = payload.role
@@ -396,6 +419,9 @@ class Prefilter:
 
 
 _READ = frozenset({"task_started", "item_completed", "user_message", "agent_message"})
+# the loop's keys of the messages ``_message`` reads (take's first tests, settled by the key)
+_MESSAGES = frozenset({("response_item", "message", "user"),
+                       ("response_item", "message", "assistant")})
 
 
 def _utf8(line: bytes) -> bool:
