@@ -468,9 +468,7 @@ def _counts(
     kinds: tuple[str, ...] = SPEECH_KINDS,
 ) -> dict[str, dict[str, int]]:
     """Speech per kind (the agent's ``kinds``) in the source, the candidate and the reader."""
-    carried: Counter[str] = Counter()
-    for index in keep:
-        carried.update(u.kind for u in turns[index].items)
+    carried = Counter(u.kind for index in keep for u in turns[index].items)  # one update
     source = {kind: sink.counts[kind] for kind in kinds}
     candidate = {kind: carried[kind] for kind in kinds}
     return {

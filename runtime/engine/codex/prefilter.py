@@ -34,7 +34,7 @@ import msgspec
 from runtime.engine.codex import rules
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from runtime.engine.codex.rollout import Classifier, Lines
 
@@ -146,10 +146,10 @@ class Prefilter:
         # event payload type -> [count, bytes] of the events ``_event`` read (trigger, copies):
         # counted the same way once their first line was booked
         self.read: dict[str, list[int]] = {}
-        # (type, payload type, role) of such an event -> (payload type, its ``read`` tally):
+        # (type, payload type, role) of such an event -> (its reader, its ``read`` tally):
         # the loop reads the next ones itself (learnt, like ``plain``, after the first)
-        self.events: dict[tuple[str | None, str | None, str | None],
-                          tuple[str, list[int]]] = {}
+        self.events: dict[tuple[str | None, str | None, str | None], tuple[
+            Callable[[_Payload | _CopyPayload], bool], list[int]]] = {}
 
     def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` of each line of ``handle`` left to the full parse; the rest booked.
@@ -162,7 +162,6 @@ class Prefilter:
         plain = self.plain
         events = self.events
         message = self._message
-        event = self._event
         stats = lines.stats
         position = lines.position
         counted = stats.lines
@@ -196,7 +195,7 @@ class Prefilter:
                     if (line.isascii() or _utf8(line)) and message(line, size, lineno):
                         continue
                 elif (read := events.get(key)) is not None:
-                    if (line.isascii() or _utf8(line)) and event(read[0], payload):
+                    if (line.isascii() or _utf8(line)) and read[0](payload):
                         read[1][0] += 1
                         read[1][1] += size
                         continue
@@ -255,12 +254,12 @@ class Prefilter:
                 if tally is not None:
                     tally[0] += 1
                     tally[1] += size
-                    self.events[(kind, sub, payload.role)] = (sub, tally)
+                    self.events[(kind, sub, payload.role)] = (self._reader(sub), tally)
                     return True
                 key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
                 tally = self.read.setdefault(sub, [0, 0])
                 self._tally(key, category, tally)
-                self.events[(kind, sub, payload.role)] = (sub, tally)
+                self.events[(kind, sub, payload.role)] = (self._reader(sub), tally)
             else:
                 key, category = f"event_msg:{sub}", rules.EVENT_CATEGORY.get(sub)
                 self._learn(kind, sub, payload.role, key, category)
@@ -379,43 +378,66 @@ class Prefilter:
         self.rules.append((key, category or "other", category is None, tally))
 
     def _event(self, sub: str, payload: _Payload | _CopyPayload) -> bool:
-        """Read what the classifier keeps from an event (trigger, UI copy); False to decline.
+        """Read what the classifier keeps from an event (trigger, UI copy); False to decline."""
+        return self._reader(sub)(payload)
 
-        The state changes only after every decode succeeded: a declined line is read again
-        by the full parse and must not be counted twice.
+    def _reader(self, sub: str) -> Callable[[_Payload | _CopyPayload], bool]:
+        """The reader of a ``sub`` event in ``_READ`` (the loop keeps it per learnt key).
+
+        Each changes the state only after every decode succeeded: a declined line is read
+        again by the full parse and must not be counted twice.
         """
-        try:
-            if sub == "task_started":
-                attribution = payload.turn_attribution  # typed by the head's decode
-                trigger = attribution.turn_trigger if attribution is not None else None
-                self.classifier.trigger = trigger
-                return True
-            if not self.copies:
-                return True
-            if sub == "item_completed":
-                item = payload.item  # typed by _CopyHead: the audit reads the copies
-                if not isinstance(item, _Item) or item.type not in COPIES:
-                    return True
-                content = item.content
-                if isinstance(content, str):
-                    text = content
-                elif content is None:
-                    text = ""
-                else:
-                    text = "".join([p.text for p in content if p.text is not msgspec.UNSET])
-                copies = self.classifier.ui_user if item.type == "UserMessage" else (
-                    self.classifier.ui_assistant)
-            else:
-                message = _decode_message(payload.message)
-                if message is None:
-                    return True
-                text = message
-                copies = self.classifier.ui_user if sub == "user_message" else (
-                    self.classifier.ui_assistant)
-        except msgspec.DecodeError:
-            return False
-        copies.append(text)
+        if sub == "task_started":
+            return self._trigger
+        if not self.copies:
+            return _nothing
+        if sub == "item_completed":
+            return self._item_copy
+        return self._user_copy if sub == "user_message" else self._agent_copy
+
+    def _trigger(self, payload: _Payload | _CopyPayload) -> bool:
+        attribution = payload.turn_attribution  # typed by the head's decode
+        self.classifier.trigger = attribution.turn_trigger if attribution is not None else None
         return True
+
+    def _item_copy(self, payload: _Payload | _CopyPayload) -> bool:
+        item = payload.item  # typed by _CopyHead: the audit reads the copies
+        if not isinstance(item, _Item) or item.type not in COPIES:
+            return True
+        content = item.content
+        if isinstance(content, str):
+            text = content
+        elif content is None:
+            text = ""
+        else:
+            text = "".join([p.text for p in content if p.text is not msgspec.UNSET])
+        if item.type == "UserMessage":
+            self.classifier.ui_user.append(text)
+        else:
+            self.classifier.ui_assistant.append(text)
+        return True
+
+    def _user_copy(self, payload: _Payload | _CopyPayload) -> bool:
+        return _legacy_copy(payload, self.classifier.ui_user)
+
+    def _agent_copy(self, payload: _Payload | _CopyPayload) -> bool:
+        return _legacy_copy(payload, self.classifier.ui_assistant)
+
+
+def _legacy_copy(payload: _Payload | _CopyPayload, copies: list[str]) -> bool:
+    """A legacy ``user_message``/``agent_message`` event's text to ``copies``; False when its
+    ``message`` is neither a string nor null (the full parse decides)."""
+    try:
+        message = _decode_message(payload.message)
+    except msgspec.DecodeError:
+        return False
+    if message is not None:
+        copies.append(message)
+    return True
+
+
+def _nothing(payload: _Payload | _CopyPayload) -> bool:
+    return True
 
 
 _READ = frozenset({"task_started", "item_completed", "user_message", "agent_message"})
