@@ -27,6 +27,7 @@ rejects and Codex's serde_json never writes.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -34,7 +35,7 @@ import msgspec
 from runtime.engine.codex import rules
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Iterable, Iterator
 
     from runtime.engine.codex.rollout import Classifier, Lines
 
@@ -148,8 +149,8 @@ class Prefilter:
         self.read: dict[str, list[int]] = {}
         # (type, payload type, role) of such an event -> (its reader, its ``read`` tally):
         # the loop reads the next ones itself (learnt, like ``plain``, after the first)
-        self.events: dict[tuple[str | None, str | None, str | None], tuple[
-            Callable[[_Payload | _CopyPayload], bool], list[int]]] = {}
+        self.events: dict[tuple[str | None, str | None, str | None],
+                          tuple[Reader, list[int]]] = {}
 
     def unsettled(self, handle: Iterable[bytes], lines: Lines) -> Iterator[tuple[int, bytes]]:
         """``(number, line)`` of each line of ``handle`` left to the full parse; the rest booked.
@@ -195,7 +196,7 @@ class Prefilter:
                     if (line.isascii() or _utf8(line)) and message(line, size, lineno):
                         continue
                 elif (read := events.get(key)) is not None:
-                    if (line.isascii() or _utf8(line)) and read[0](payload):
+                    if (line.isascii() or _utf8(line)) and read[0](self, payload):
                         read[1][0] += 1
                         read[1][1] += size
                         continue
@@ -379,21 +380,23 @@ class Prefilter:
 
     def _event(self, sub: str, payload: _Payload | _CopyPayload) -> bool:
         """Read what the classifier keeps from an event (trigger, UI copy); False to decline."""
-        return self._reader(sub)(payload)
+        return self._reader(sub)(self, payload)
 
-    def _reader(self, sub: str) -> Callable[[_Payload | _CopyPayload], bool]:
-        """The reader of a ``sub`` event in ``_READ`` (the loop keeps it per learnt key).
+    def _reader(self, sub: str) -> Reader:
+        """The reader of a ``sub`` event in ``_READ`` (the loop keeps it per learnt key): a
+        plain function, called with the prefilter — a bound method kept in ``events`` would
+        make a cycle that holds the whole read (every turn) until the cyclic GC runs.
 
         Each changes the state only after every decode succeeded: a declined line is read
         again by the full parse and must not be counted twice.
         """
         if sub == "task_started":
-            return self._trigger
+            return Prefilter._trigger
         if not self.copies:
             return _nothing
         if sub == "item_completed":
-            return self._item_copy
-        return self._user_copy if sub == "user_message" else self._agent_copy
+            return Prefilter._item_copy
+        return Prefilter._user_copy if sub == "user_message" else Prefilter._agent_copy
 
     def _trigger(self, payload: _Payload | _CopyPayload) -> bool:
         attribution = payload.turn_attribution  # typed by the head's decode
@@ -436,8 +439,11 @@ def _legacy_copy(payload: _Payload | _CopyPayload, copies: list[str]) -> bool:
     return True
 
 
-def _nothing(payload: _Payload | _CopyPayload) -> bool:
+def _nothing(prefilter: Prefilter, payload: _Payload | _CopyPayload) -> bool:
     return True
+
+
+Reader = Callable[[Prefilter, _Payload | _CopyPayload], bool]
 
 
 _READ = frozenset({"task_started", "item_completed", "user_message", "agent_message"})
