@@ -157,7 +157,9 @@ class Prefilter:
 
         Line 1 (``session_meta``) is always left. ``lines.position`` and ``lines.stats.lines``
         are current at each yield and at the end. The loop books a line whose type pair has
-        a plain rule (``self.plain``) itself; ``take`` reads the others.
+        a plain rule (``self.plain``) itself, hands a user/assistant message to ``_message``
+        and a learnt trigger/UI-copy event to its reader (``self.events``) as ``take`` would;
+        ``take`` reads the others.
         """
         decode = _decode_copy_head if self.copies else _decode_head
         plain = self.plain
