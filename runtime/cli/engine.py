@@ -7,9 +7,11 @@ the source (or into ``--into``) and prints its id; the source is only ever read.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,25 @@ def _common(parser: argparse.ArgumentParser, required: bool) -> None:
     )
 
 
+def _one_shot(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run`` with the cyclic GC paused for the whole command, not just the read.
+
+    ``plan``/``dirty``/``fork`` read one file in a process of their own: after the build the
+    collector would walk every utterance, turn and UI copy the read kept (acyclic: reference
+    counting frees them) once more — ≈ 27 ms of a 0.44 s ``plan`` on a 100 MB rollout. The
+    library's callers (the MCP server, the switch) keep their collector; the read pauses it
+    alone (``no_cycle_collection``)."""
+
+    @functools.wraps(run)
+    def paused(args: argparse.Namespace) -> int:
+        from runtime.engine.transcript import no_cycle_collection
+
+        with no_cycle_collection():
+            return run(args)
+
+    return paused
+
+
 def _config(args: argparse.Namespace) -> Any:
     from runtime.config import config_path_from, load_config
 
@@ -83,6 +104,7 @@ def _report(args: argparse.Namespace, build: Any, show: Any) -> int:
     return 0
 
 
+@_one_shot
 def run_plan(args: argparse.Namespace) -> int:
     from runtime.engine.report import plan_report
 
@@ -106,12 +128,14 @@ def _show(args: argparse.Namespace) -> int:
     return show.run(args, config, source, _progress_for(str(source)))
 
 
+@_one_shot
 def run_dirty(args: argparse.Namespace) -> int:
     from runtime.engine.report import dirty_report
 
     return _report(args, dirty_report, _print_dirty)
 
 
+@_one_shot
 def run_fork(args: argparse.Namespace) -> int:
     from runtime import proc
     from runtime.agents.detect import detect

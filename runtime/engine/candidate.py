@@ -15,20 +15,23 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
 from runtime.config import Config
-from runtime.engine.audit import Hear, Recognised, SecondReading
 from runtime.engine.dirty import Ledger
 from runtime.engine.items import SUMMARY_MARK, Layout, ManifestEntry, sha256_text
-from runtime.engine.readback import Located, refill
 from runtime.engine.speech import SPEECH_KINDS, SpeechRules, Utterance
 from runtime.engine.tokens import apply_cap, estimate_tokens, poison_hits
 from runtime.engine.transcript import Progress, ReadStats, no_cycle_collection, scan
 from runtime.engine.turns import CompactSummary, Turn, TurnBuilder
 from runtime.errors import BlockedError, NothingToCarryError
+
+if TYPE_CHECKING:  # the audit and read-back are Claude's: imported where they run (Codex's
+    # plan and fork never load them, nor the Claude classifier readback brings)
+    from runtime.engine.audit import Hear, Recognised
+    from runtime.engine.readback import Located
 
 # characters of speech a fork holds before it lets the oldest turns' texts go and reads them
 # back from the source when writing (bounded memory; below it, no second read: tool-heavy
@@ -109,6 +112,9 @@ def _build(
     lay_out: bool,
 ) -> Build:
     """Read ``source`` once and lay out the candidate session (nothing is written)."""
+    from runtime.engine.audit import SecondReading
+    from runtime.engine.readback import Located
+
     knobs = config.rebuild
     reading = SecondReading(frozenset(knobs.reply_chat_ids))
     sink = (
@@ -238,6 +244,8 @@ def _select(
 
 def _recognised(sink: TurnBuilder, turns: list[Turn]) -> Recognised:
     """What the classifier produced, per source line, for the independent audit."""
+    from runtime.engine.audit import Recognised
+
     seen = Recognised(slash_seen=sink.counts["slash"] + sink.slash_local + sink.slash_unanswered)
     extra = [s.utterance for s in sink.summaries] + ([sink.startup] if sink.startup else [])
     shed = sink.tokens if isinstance(sink, _Shedding) else {}
@@ -401,6 +409,8 @@ def write(build: Build, directory: Path) -> Path:
     target = Path(directory) / f"{build.new_session_id}.jsonl"
     items: Iterable[dict[str, Any]] = build.items
     if isinstance(items, _ReadBack):
+        from runtime.engine.readback import refill
+
         items = refill(items, items.source, items.rules, items.where)
     write_lines(target, items)
     return target
@@ -464,9 +474,7 @@ def _counts(
     kinds: tuple[str, ...] = SPEECH_KINDS,
 ) -> dict[str, dict[str, int]]:
     """Speech per kind (the agent's ``kinds``) in the source, the candidate and the reader."""
-    carried: Counter[str] = Counter()
-    for index in keep:
-        carried.update(u.kind for u in turns[index].items)
+    carried = Counter(u.kind for index in keep for u in turns[index].items)  # one update
     source = {kind: sink.counts[kind] for kind in kinds}
     candidate = {kind: carried[kind] for kind in kinds}
     return {

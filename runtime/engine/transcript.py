@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from runtime.config import Config, RebuildConfig
-from runtime.engine.classify import Classifier
 from runtime.engine.dirty import Ledger
-from runtime.engine.prefilter import Prefilter
 from runtime.engine.speech import SpeechRules
 from runtime.errors import OutsideProjectError, TranscriptError
 
@@ -155,6 +153,11 @@ def scan(
     speech without parsing them whole; False parses every line, the plain reference path the
     tests hold the fast one to.
     """
+    # the Claude classifier and prefilter, imported here: the Codex reader uses this module's
+    # helpers (ReadStats, READ_BUFFER, ...) and never them
+    from runtime.engine.classify import Classifier
+    from runtime.engine.prefilter import Prefilter
+
     stats = ReadStats()
     ledger = Ledger()
     classifier = Classifier(SpeechRules.from_config(rules), stats, ledger, sink)

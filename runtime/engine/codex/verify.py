@@ -30,7 +30,10 @@ PART = {"user": "input_text", "assistant": "output_text"}
 def verify_rollout(path: Path, built: CodexBuild) -> VerifyReport:
     """Re-read ``path`` and prove it is ``built``'s rollout; raise on the first failure."""
     path = Path(path)
-    carried: Counter[str] = Counter()
+    manifest = built.manifest
+    items = len(manifest)
+    paginated = built.paginated
+    marks: dict[tuple[str, str | None], dict[str, str]] = {}  # the expected mark per kind/lead
     count = 0
     try:
         with open(path, "rb", buffering=1 << 20) as handle:  # one line in memory at a time
@@ -42,18 +45,18 @@ def verify_rollout(path: Path, built: CodexBuild) -> VerifyReport:
                 line = parse_line(path, number, raw)
                 if number == 0:
                     _check_meta(path, line, built)
-                elif number <= len(built.manifest):
-                    entry = built.manifest[number - 1]
-                    _check_item(path, number, line, entry, built.paginated)
-                    carried[entry.kind] += 1
+                elif number <= items:
+                    _check_item(path, number, line, manifest[number - 1], paginated, marks)
                 count = number
     except OSError as exc:
         raise VerificationError(
             f"check 'parse': cannot read {str(path)!r}: {exc.strerror}"
         ) from exc
     _require(last.endswith(b"\n"), "parse", path, "the file does not end with a newline")
-    _require(count == len(built.manifest), "item_count", path,
-             f"{count} item(s) on disk, {len(built.manifest)} in the manifest")
+    _require(count == items, "item_count", path,
+             f"{count} item(s) on disk, {items} in the manifest")
+    # every entry's line was checked above (count == items): what is carried, per kind
+    carried = Counter(entry.kind for entry in manifest)
     return VerifyReport(path=path, items=count, checks=CHECKS,
                         audit=_audit(built, carried, path))
 
@@ -73,39 +76,42 @@ def _check_meta(path: Path, line: dict[str, Any], built: CodexBuild) -> None:
 
 
 def _check_item(
-    path: Path, number: int, line: dict[str, Any], entry: ManifestEntry, paginated: bool
+    path: Path, number: int, line: dict[str, Any], entry: ManifestEntry, paginated: bool,
+    marks: dict[tuple[str, str | None], dict[str, str]],
 ) -> None:
     """One carried line against its manifest entry (messages are formatted only on failure:
-    this runs for every carried utterance)."""
-    where = f"line {number}"
+    this runs for every carried utterance). ``marks``: the expected carry marks, made once
+    per kind and lead."""
     payload = line.get("payload")
     if not (line.get("type") == "response_item" and type(payload) is dict
             and payload.get("type") == "message"):
-        _require(False, "types", path, f"{where} is not a message")
+        _require(False, "types", path, f"line {number} is not a message")
     assert isinstance(payload, dict)
     role = payload.get("role")
     if role != entry.role:
-        _require(False, "types", path, f"{where} is {role!r}, not {entry.role!r}")
+        _require(False, "types", path, f"line {number} is {role!r}, not {entry.role!r}")
     if paginated and line.get("ordinal") != number:
-        _require(False, "ordinals", path, f"{where} ordinal")
+        _require(False, "ordinals", path, f"line {number} ordinal")
     if type(line.get("timestamp")) is not str:
-        _require(False, "timestamps", path, f"{where} timestamp")
+        _require(False, "timestamps", path, f"line {number} timestamp")
     content = payload.get("content")
     if not (type(content) is list and len(content) == (2 if entry.stamp else 1)):
-        _require(False, "parts", path, f"{where} does not hold exactly its text part(s)")
+        _require(False, "parts", path, f"line {number} does not hold exactly its text part(s)")
     assert isinstance(content, list)
     part_type = PART[entry.role]
     for part in content:
         if not (type(part) is dict and part.get("type") == part_type
                 and type(part.get("text")) is str):
-            _require(False, "parts", path, f"{where} holds a non-text part")
-    mark = line.get("threadline")
-    if mark != ({"kind": entry.kind, "lead": entry.stamp} if entry.stamp
-                else {"kind": entry.kind}):
-        _require(False, "mark", path, f"{where} mark")
+            _require(False, "parts", path, f"line {number} holds a non-text part")
+    expected = marks.get((entry.kind, entry.stamp))
+    if expected is None:
+        expected = marks[(entry.kind, entry.stamp)] = (
+            {"kind": entry.kind, "lead": entry.stamp} if entry.stamp else {"kind": entry.kind})
+    if line.get("threadline") != expected:
+        _require(False, "mark", path, f"line {number} mark")
     digest = sha256_text(content[-1]["text"])
     if not digest == entry.candidate_sha256 == entry.source_sha256:
-        _require(False, "text_digest", path, f"{where} text digest differs from its source")
+        _require(False, "text_digest", path, f"line {number} text digest differs from its source")
 
 
 def _audit(built: CodexBuild, carried: Counter[str], path: Path) -> dict[str, dict[str, int]]:

@@ -268,3 +268,30 @@ def test_fast_path_matches_the_full_parse_with_garbage_spliced_in(at: int, garba
 @given(st.integers(min_value=len(META), max_value=len(BASE)))
 def test_fast_path_matches_the_full_parse_on_a_rollout_cut_anywhere(cut: int) -> None:
     _check(BASE[:cut])
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "full"])
+def test_a_build_is_freed_by_reference_counting_alone(fast: bool) -> None:
+    """Nothing a read or build keeps sits in a reference cycle: ``plan``/``fork`` run with the
+    cyclic GC paused (runtime.cli.engine), so a cycle through the reader would hold every turn,
+    utterance and UI copy until a collection walks them all (one did: 15 ms of a 100 MB plan,
+    through a bound method the prefilter kept of itself)."""
+    import gc
+    import weakref
+
+    path = _session().write(WORK / f"cycle-{fast}")
+    saved = rollout.FAST
+    rollout.FAST = fast
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        built = candidate.build(path, Config(), new_session_id=SESSION)
+        turn = weakref.ref(built.turns[0])  # a Turn: freed only when the whole read is
+        assert built.item_count > 0
+        del built
+        assert turn() is None, "the build outlived its last reference: a cycle holds it"
+    finally:
+        rollout.FAST = saved
+        if enabled:
+            gc.enable()
