@@ -211,30 +211,27 @@ def atomic_write_chunks(
 def ensure_dir(path: str | os.PathLike[str], mode: int = 0o700) -> Path:
     """Create ``path`` (and parents) if missing and set its mode; return it."""
     directory = Path(path)
+    _make_dirs(directory, mode, chmod=True)
+    return directory
+
+
+def make_parents(path: str | os.PathLike[str], mode: int = 0o700) -> None:
+    """Create the missing directories above ``path`` with ``mode``; existing ones are left as
+    they are (``ensure_dir`` would chmod them)."""
+    _make_dirs(Path(path).parent, mode, chmod=False)
+
+
+def _make_dirs(directory: Path, mode: int, *, chmod: bool) -> None:
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        os.chmod(directory, mode)
+        directory.mkdir(parents=True, exist_ok=True, mode=mode)
+        if chmod:
+            os.chmod(directory, mode)
     except FileExistsError as exc:
         raise ProcError(
             f"cannot create directory {str(directory)!r}: it exists and is not a directory"
         ) from exc
     except OSError as exc:
         raise ProcError(f"cannot create directory {str(directory)!r}: {exc.strerror}") from exc
-    return directory
-
-
-def make_parents(path: str | os.PathLike[str], mode: int = 0o700) -> None:
-    """Create the missing folders above ``path`` with ``mode``; existing ones are left as they
-    are (``ensure_dir`` would chmod them)."""
-    parent = Path(path).parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True, mode=mode)
-    except FileExistsError as exc:
-        raise ProcError(
-            f"cannot create folder {str(parent)!r}: it exists and is not a folder"
-        ) from exc
-    except OSError as exc:
-        raise ProcError(f"cannot create folder {str(parent)!r}: {exc.strerror}") from exc
 
 
 def append_line(path: str | os.PathLike[str], line: bytes, mode: int = 0o600) -> None:

@@ -194,7 +194,7 @@ def test_fork_into_a_missing_folder_makes_it_and_a_file_in_the_way_is_one_line(
                        str(blocker / "sub"))
     assert code != 0 and blocker.read_text() == "not a folder"
     assert err.strip().splitlines() == [
-        f"tl-rebuild: error: cannot create folder {str(blocker / 'sub')!r}: Not a directory"]
+        f"tl-rebuild: error: cannot create directory {str(blocker / 'sub')!r}: Not a directory"]
 
 
 def current_umask() -> int:
