@@ -358,17 +358,25 @@ def rotate_log(
     return True
 
 
+# children ``spawn_detached(watch=True)`` started, until ``wait_spawned`` asks for them: a Popen
+# dropped at once reaps a child that already exited (``Popen.__del__`` polls it), and the exit
+# code of a sudo that refused was lost before anyone could read it
+_WATCHED: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def spawn_detached(
     argv: Sequence[str],
     *,
     log_path: str | os.PathLike[str],
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    watch: bool = False,
 ) -> int:
     """Start ``argv`` in its own session (``setsid``), output to ``log_path``; return its pid.
 
     stdin is /dev/null and nothing is inherited from the caller's terminal or pipes, so the
     caller (a Stop hook) can exit at once and the child survives the caller's pane being killed.
+    ``watch``: keep the child so ``wait_spawned`` can read its exit code.
     """
     import subprocess
 
@@ -393,4 +401,20 @@ def spawn_detached(
         raise ProcError(f"cannot start {' '.join(argv)!r}: {exc.strerror}") from exc
     finally:
         os.close(log_fd)
+    if watch:
+        _WATCHED[child.pid] = child
     return child.pid
+
+
+def wait_spawned(pid: int, timeout: float) -> int | None:
+    """The exit code of ``pid`` (started with ``spawn_detached(watch=True)``) once it exits
+    within ``timeout`` seconds; None when it still runs or was not watched. Forgets it."""
+    import subprocess
+
+    child = _WATCHED.pop(pid, None)
+    if child is None:
+        return None
+    try:
+        return int(child.wait(timeout))
+    except subprocess.TimeoutExpired:
+        return None

@@ -278,7 +278,7 @@ def _start_worker(config: Config, store: Store, op: Operation) -> None:
         argv = [*plan.prefix, *worker_argv(config, op.operation_id)]
         log_path = config.worker_log_path or (Path(store.root) / "worker.log")
         pid = proc.spawn_detached(argv, log_path=log_path, env=os.environ,
-                                  cwd=str(store.root))
+                                  cwd=str(store.root), watch=plan.prefix[:1] == ("sudo",))
     except ThreadlineError as exc:
         _fail(store, op, "worker_spawn_failed", str(exc))
         return
@@ -300,21 +300,12 @@ def _check_sudo(store: Store, op_id: str, pid: int, log_path: Path) -> None:
     """sudo exits as soon as the worker has forked; a non-zero exit means no worker runs
     (a refused or missing sudoers rule): fail the operation now instead of leaving it
     ``scheduled`` until recover. Bounded; an exit we cannot observe is left to recover."""
-    import time
-
-    deadline = time.monotonic() + SUDO_WAIT
-    while time.monotonic() < deadline:
-        try:
-            done, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if done:
-            rc = os.waitstatus_to_exitcode(status)
-            current = store.read(op_id)
-            if rc != 0 and current.state is State.SCHEDULED:
-                lines = Path(log_path).read_text(errors="replace").strip().splitlines()
-                _fail(store, current, "worker_spawn_failed",
-                      f"sudo did not start the worker (rc={rc}): "
-                      f"{lines[-1] if lines else 'no output'}; see {log_path}")
-            return
-        time.sleep(0.02)
+    rc = proc.wait_spawned(pid, SUDO_WAIT)
+    if rc is None or rc == 0:
+        return
+    current = store.read(op_id)
+    if current.state is State.SCHEDULED:
+        lines = Path(log_path).read_text(errors="replace").strip().splitlines()
+        _fail(store, current, "worker_spawn_failed",
+              f"sudo did not start the worker (rc={rc}): "
+              f"{lines[-1] if lines else 'no output'}; see {log_path}")

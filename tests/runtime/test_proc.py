@@ -177,6 +177,26 @@ def test_spawning_a_worker_rotates_a_full_log_first(tmp_path: Path) -> None:
     assert (tmp_path / "worker.log.1").stat().st_size == proc.LOG_BYTES
 
 
+def test_a_watched_child_that_exits_at_once_keeps_its_exit_code_for_the_caller(
+    tmp_path: Path,
+) -> None:
+    """What ``schedule`` needs to see a refusing sudo: before, the dropped Popen reaped a child
+    that had already exited, and the caller's waitpid found no child (the operation stayed
+    ``scheduled``; CI caught it on the real-systemd sudo test)."""
+    log = tmp_path / "worker.log"
+    argv = ["/bin/sh", "-c", "echo 'sudo: a password is required' >&2; exit 1"]
+    pid = proc.spawn_detached(argv, log_path=log, watch=True)
+    proc.run(["/bin/sh", "-c", "sleep 0.2"])  # time to exit, and a Popen that reaps dropped ones
+    assert proc.wait_spawned(pid, 30) == 1
+    assert log.read_text() == "sudo: a password is required\n"
+    assert proc.wait_spawned(pid, 1) is None  # forgotten once read
+    running = proc.spawn_detached(["/bin/sh", "-c", "sleep 30"], log_path=log, watch=True)
+    try:
+        assert proc.wait_spawned(running, 0.1) is None
+    finally:
+        os.kill(running, 9)
+
+
 LINE = r"\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z {who}\[{pid}\] {message}"
 
 
