@@ -67,7 +67,14 @@ def apply_cap(
     fixed: float,
     config: Config,
 ) -> tuple[list[int], int, list[CompactSummary], float, str | None]:
-    """Drop whole oldest turns (or block) until the estimate fits ``carry_max_tokens``."""
+    """Drop whole oldest turns (or block) until the estimate fits ``carry_max_tokens``.
+
+    ``keep`` is ascending (turn indices). The first start that fits is found by bisection:
+    past start 0 the summaries carried are the same for every start (``keep[start] > 0``) and
+    the turns' sum only loses non-negative terms, so ``total`` never grows with ``start`` — the
+    start a one-by-one walk finds, in O(n log n) instead of O(n²) (a cap that drops 20 000 of
+    a long session's turns re-summed every remaining turn once per dropped turn).
+    """
     knobs = config.rebuild
     cap = knobs.carry_max_tokens
     summary_tokens = [estimate_tokens(s.utterance.text + SUMMARY_MARK, knobs) for s in summaries]
@@ -90,8 +97,15 @@ def apply_cap(
                 "(carry_overflow = 'block'); nothing was dropped"
             )
         else:
-            while start < len(keep) - 1 and estimate > cap:
-                start += 1
+            low, high = 1, len(keep) - 1
+            if low <= high:
+                while low < high:
+                    middle = (low + high) // 2
+                    if total(middle) > cap:
+                        low = middle + 1
+                    else:
+                        high = middle
+                start = low
                 estimate = total(start)
             if estimate > cap:
                 blocked = (
