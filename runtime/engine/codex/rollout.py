@@ -95,15 +95,26 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
     named = codex_history_file(root, thread_id)
     if named is not None and named != exclude and named not in seen:
         return named
+    read = named is not None  # the thread's file is already part of this history
     found: list[tuple[float, Path]] = []  # a renamed copy (the corpus): read each line 0
     for candidate in root.rglob("*.jsonl"):
-        if candidate == exclude or candidate in seen or not candidate.is_file():
+        if not candidate.is_file():
             continue
         if thread_id not in candidate.name and thread_id.encode() not in first_line(candidate):
             continue
         meta = session_meta(first_line(candidate))
-        if meta is not None and meta.get("id") == thread_id:
+        if meta is None or meta.get("id") != thread_id:
+            continue
+        if candidate == exclude or candidate in seen:
+            read = True
+        else:
             found.append((candidate.stat().st_mtime, candidate))
+    if not found and read:
+        raise TranscriptError(
+            f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout under "
+            f"{str(root)!r} is already part of this history: a cycle of history_base; "
+            "refusing it"
+        )
     if not found:
         raise TranscriptError(
             f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout is not "
@@ -159,17 +170,20 @@ class Lines:
                 event = normalise(event)
                 given = event.get("ordinal")
                 ordinal = given if type(given) is int else ordinal + 1
-                if end is not None and ordinal >= end:
-                    break
                 if lineno == 1 and event.get("type") == "session_meta":
                     meta = event.get("payload")
                     if own:
                         self.meta = meta if type(meta) is dict else {}
                     base = meta.get("history_base") if type(meta) is dict else None
                     if base is not None:
-                        yield from self._parent(path, base, depth)
+                        # before the end test: a parent's own lines continue its base's
+                        # ordinals, so a cut inside the history it inherited still needs
+                        # that history (a fork of a fork, cut before the middle one's turns)
+                        yield from self._parent(path, base, depth, end)
                     if not own:
                         continue  # a parent's line 0 describes the parent, not this thread
+                elif end is not None and ordinal >= end:
+                    break
                 yield event, size, f"{name}:{lineno}"
 
     def _bad(self, line: bytes, size: int, lineno: int, own: bool) -> None:
@@ -182,8 +196,10 @@ class Lines:
             self.stats.malformed_lines.append(lineno)
 
     def _parent(
-        self, path: Path, base: Any, depth: int
+        self, path: Path, base: Any, depth: int, limit: int | None
     ) -> Iterator[tuple[dict[str, Any], int, str]]:
+        """The lines of ``base``'s thread before its end, and before ``limit`` (the end the
+        reader of ``path`` was given) when that comes first."""
         thread = base.get("thread_id") if type(base) is dict else None
         end = base.get("end_ordinal_exclusive") if type(base) is dict else None
         if type(thread) is not str or type(end) is not int:
@@ -191,6 +207,8 @@ class Lines:
                 f"rollout {str(path)!r}: history_base {base!r} has no thread_id and "
                 "end_ordinal_exclusive"
             )
+        if limit is not None:
+            end = min(end, limit)
         seen = frozenset(Path(p) for p in self.parents) | {self.path}
         parent = find_thread(thread, sessions_root(self.path), path, seen)
         self.parents.append(str(parent))

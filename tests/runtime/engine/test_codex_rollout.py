@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +244,47 @@ def test_a_fork_of_a_reverted_thread_inlines_the_revision_its_base_names(
     assert [text for _, _, text in carried(path)] == [
         "one", "reply one", "three", "reply three", "five", "reply five", "forked",
         "reply forked"]
+
+
+def test_a_fork_of_a_fork_cut_inside_the_inherited_history_inlines_the_grandparent(
+    tmp_path: Path,
+) -> None:
+    """The middle thread's own lines start past the cut (its ordinals continue the
+    grandparent's): the grandparent's lines before the cut are still the history."""
+    sessions = tmp_path / "sessions"
+    grandparent = Rollout()
+    grandparent.exchange("one", "reply one")
+    cut = grandparent.ordinal
+    grandparent.exchange("two", "reply two")
+    middle_start = grandparent.ordinal
+    grandparent.write(sessions / "2026" / "12" / "01")
+    middle = Rollout(first_ordinal=middle_start, history_base={
+        "thread_id": grandparent.id, "end_ordinal_exclusive": middle_start})
+    middle.exchange("middle", "reply middle")
+    middle.write(sessions / "2026" / "12" / "02")
+    child = Rollout(first_ordinal=cut, history_base={
+        "thread_id": middle.id, "end_ordinal_exclusive": cut})
+    child.exchange("child", "reply child")
+    path = child.write(sessions / "2026" / "12" / "03")
+    assert [text for _, _, text in carried(path)] == ["one", "reply one", "child", "reply child"]
+
+
+def test_histories_that_name_each_other_or_themselves_are_refused_as_a_cycle(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "sessions" / "2026" / "12" / "03"
+    one, two, alone = (str(uuid.uuid4()) for _ in range(3))
+    paths = []
+    for thread, base in ((one, two), (two, one), (alone, alone)):
+        rollout = Rollout(thread, first_ordinal=5, history_base={
+            "thread_id": base, "end_ordinal_exclusive": 5})
+        rollout.exchange("said", "answered")
+        paths.append(rollout.write(folder))
+    for path, thread in ((paths[0], two), (paths[2], alone)):
+        with pytest.raises(TranscriptError) as caught:
+            candidate.build(path, Config())
+        message = str(caught.value)
+        assert "cycle" in message and thread in message and "\n" not in message
 
 
 def test_a_missing_parent_is_an_error_naming_thread_and_folder(tmp_path: Path) -> None:
