@@ -156,6 +156,8 @@ def _describe(err: Any) -> list[str]:
         return [unknown_key(prefix, key, known) for key in err.instance if key not in known]
     if err.validator in ("allOf", "if"):
         return []
+    if err.validator == "pattern" and "rule" in err.schema:  # a pattern said in words
+        return [f"{prefix.rstrip('.')}: {err.instance!r} must be {err.schema['rule']}"]
     return [f"{prefix.rstrip('.') or '(top level)'}: {err.message}"]
 
 

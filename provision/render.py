@@ -1,13 +1,15 @@
 """Render the managed files from templates/*.j2 (Jinja2, StrictUndefined) and validate them.
 
 Filters: ``toml`` (a TOML value: string, bool, number, list, inline table), ``systemd_argv``
-(an argv quoted for a unit file: ``%`` → ``%%``, ``$`` → ``$$``), ``sh`` (shlex.quote).
+(an argv quoted for a unit file: ``%`` → ``%%``, ``$`` → ``$$``), ``sh`` (shlex.quote),
+``comment`` (a value on a comment line, control characters escaped).
 Validators run on the rendered bytes before anything on disk is replaced.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -38,12 +40,31 @@ def toml_value(value: Any) -> str:
     raise RenderError(f"cannot render {type(value).__name__} value {value!r} as TOML")
 
 
+# the control characters a quoted ExecStart word can spell (systemd.syntax(7) C escapes that
+# provision.parsers.facts reads back); any other one is refused
+_SYSTEMD_CONTROL = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def systemd_word(word: str) -> str:
-    """One argv word quoted for ``ExecStart=`` (systemd.syntax(7), no specifier/env expansion)."""
+    """One argv word quoted for ``ExecStart=`` (systemd.syntax(7), no specifier/env expansion).
+
+    A newline, tab or carriage return is written as its C escape inside quotes (a raw newline
+    would end the directive and start another); other control characters are refused."""
     escaped = word.replace("%", "%%").replace("$", "$$")
-    if escaped and not any(c in escaped for c in " \t\"'\\;"):
+    if escaped and not any(c in escaped for c in " \t\"'\\;") and not _CONTROL.search(escaped):
         return escaped
-    return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    odd = [c for c in _CONTROL.findall(escaped) if c not in _SYSTEMD_CONTROL]
+    if odd:
+        raise RenderError(f"argv word {word!r} cannot be written in a unit file: it holds the "
+                          f"control character {odd[0]!r}")
+    quoted = escaped.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + _CONTROL.sub(lambda m: _SYSTEMD_CONTROL[m.group()], quoted) + '"'
+
+
+def comment(value: Any) -> str:
+    """``value`` for a comment line: control characters as ``\\xHH`` so it stays one line."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
 
 
 def systemd_argv(argv: Sequence[str]) -> str:
@@ -55,9 +76,8 @@ def _environment() -> Any:
 
     env = Environment(loader=PackageLoader("provision.templates", "."), undefined=StrictUndefined,
                       keep_trailing_newline=True, autoescape=False)
-    env.filters.update(toml=toml_value, systemd_argv=systemd_argv, systemd_argv_word=systemd_word,
-                       sh=shlex.quote,
-                       shjoin=shlex.join)
+    env.filters.update(comment=comment, toml=toml_value, systemd_argv=systemd_argv,
+                       systemd_argv_word=systemd_word, sh=shlex.quote, shjoin=shlex.join)
     return env
 
 

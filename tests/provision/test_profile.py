@@ -149,3 +149,10 @@ def test_a_key_given_twice_is_an_error_naming_it_and_both_lines(tmp_path: Path) 
     with pytest.raises(ProfileError, match=r"duplicate key 'host' \(lines 1 and 4\)") as info:
         load_profile(doubled)
     assert str(doubled) in str(info.value)
+
+
+@pytest.mark.parametrize("host", ["vps\nrm -rf /", "tab\there", "bell\x07", "del\x7f"])
+def test_a_host_name_must_be_one_line_without_control_characters(host: str) -> None:
+    assert profile_errors(_with(host=host)) == [
+        f"host: {host!r} must be one line without control characters (a name for reports)"]
+    assert profile_errors(_with(host="vps-1 (Frankfurt) ✓")) == []

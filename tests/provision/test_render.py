@@ -125,3 +125,50 @@ def test_the_runner_reads_the_pointer_by_the_doors_own_rule(
     done = subprocess.run(["sh", str(runner)], capture_output=True, text=True, timeout=10)
     session = parse_pointer(pointer) if pointer is not None else None
     assert done.stdout == (f"resume [{session}]\n" if session else "launch\n"), done.stderr
+
+
+HOSTILE = "vps\nrm -rf /tmp/x #\r\x1b[2J\x00"
+
+
+def test_values_in_comment_lines_stay_on_their_line_in_every_template(tmp_path: Path) -> None:
+    """A newline in a value a template writes into a comment (a host name, a unit, a hook
+    command, where the argv came from) would start a line of shell, unit file or TOML."""
+    marker = tmp_path / "ran"
+    hostile = f"h\ntouch {marker}\n#"
+    runner = tmp_path / "tl-runner"
+    runner.write_bytes(render("tl-runner.sh.j2", {
+        "managed_mark": "Managed by tl-provision", "host": hostile, "workdir": str(tmp_path),
+        "pointer_path": str(tmp_path / "pointer"), "resume_shell": "true",
+        "launch_argv": ["true"], "hook_command": hostile}))
+    validate_runner(runner.read_bytes())
+    done = subprocess.run(["sh", str(runner)], capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0 and not marker.exists(), done.stderr
+    assert "h\\x0atouch" in runner.read_text()  # still shown, escaped
+
+    drop_in = render("tl-launch.conf.j2", {
+        "managed_mark": "Managed by tl-provision", "host": HOSTILE, "unit": "a\nExecStop=/x",
+        "pointer_path": "/p\nUser=root", "tl_launch": "/opt/tl/bin/tl-launch",
+        "launch_argv": ["/c"]})
+    (unit,) = parse_systemctl_cat("# /x.conf\n" + drop_in.decode())
+    assert [key for _, key, _ in unit.directives] == ["ExecStart", "ExecStart"]
+
+    config = render("config.toml.j2", _config_context(
+        host=HOSTILE, profile_source="h\n[switch]", launch_source="pane\nx = 1"))
+    validate_config(config)
+    assert tomllib.loads(config.decode())["switch"]["resume_argv"][0] == "/c"
+
+
+@pytest.mark.parametrize("word", ["line one\nline two", "tab\there", "cr\rend", 'q"\\\n'])
+def test_an_argv_word_with_control_characters_round_trips_through_the_drop_in(word: str) -> None:
+    launch = ["/usr/bin/claude", "--append-system-prompt", word]
+    content = render("tl-launch.conf.j2", {
+        "managed_mark": "Managed by tl-provision", "host": "h", "unit": "claude.service",
+        "pointer_path": "/p", "tl_launch": "/tl-launch", "launch_argv": launch})
+    validate_drop_in(launch)(content)
+    (command,) = effective_exec_start(parse_systemctl_cat("# /x.conf\n" + content.decode()))
+    assert command.argv[-1] == word
+
+
+def test_an_argv_word_a_unit_file_cannot_hold_is_a_render_error() -> None:
+    with pytest.raises(RenderError, match="cannot be written in a unit file"):
+        systemd_argv(["/c", "bell\x07"])
