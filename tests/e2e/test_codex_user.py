@@ -8,7 +8,9 @@ its home, owned by it, against the loopback fake Responses API. The pinned codex
 host installs codex where its user can execute it. Root runs ``tl-provision apply`` on a Codex
 host profile; everything apply leaves must stay the user's; codex restarted as apply says (as
 the user, the same argv) talks, the user requests a rebuild, and the next turn end — notify,
-worker and respawn all as the user — switches the pane to the rebuilt thread.
+worker and respawn all as the user — switches the pane to the rebuilt thread. Then root's
+``tl-provision accept`` (read-only and wiring) passes every line: it reaches the user's tmux
+server by its socket path, as apply does, and leaves nothing of root's behind.
 """
 
 from __future__ import annotations
@@ -201,3 +203,9 @@ def test_apply_as_root_leaves_the_codex_users_files_its_and_its_switch_activates
     daemons = subprocess.run(["pgrep", "-u", str(UID), "-f", "app-server"],
                              capture_output=True, text=True)
     assert daemons.stdout == "", daemons.stdout  # --no-daemon: no shared app-server
+
+    # accept as root (read-only and wiring) reaches the user's pane through its socket path
+    accept = as_root(user, TL_PROVISION, "accept", str(host_yml), check=False)
+    assert accept.returncode == 0, accept.stdout + accept.stderr
+    assert accept.stdout.rstrip().endswith("fail=0 skip=0"), accept.stdout
+    assert not_the_users(state) == [] and not_the_users(codex.home.root) == []
