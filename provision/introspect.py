@@ -131,17 +131,22 @@ _SAME_USER: dict[tuple[int, str], int | None] = {}
 
 def tmux_base(host: Host, profile: Profile) -> list[str]:
     """``tmux`` addressing the claude user's server: ``-L NAME`` when apply runs as that user;
-    as another user (root), ``-S $TMUX_TMPDIR/tmux-<claude uid>/NAME`` — ``-L`` would look in
-    root's own socket folder (``tmux-0``) and never find the user's server."""
-    sock = profile.door.tmux_socket_name
+    as another user (root), ``-S`` the user's socket (``user_socket_path``)."""
+    return tmux_argv(profile.door.tmux_socket_name or "", user_socket_path(host, profile))
+
+
+def user_socket_path(host: Host, profile: Profile) -> str:
+    """``$TMUX_TMPDIR/tmux-<claude uid>/NAME`` when who runs provision is not the claude user
+    (root): ``-L`` would look in root's own socket folder (``tmux-0``) and never find the
+    user's server; "" when it is that user."""
     key = (id(host), profile.claude.user)
     if key not in _SAME_USER:
         _SAME_USER[key] = _other_uid(host, profile.claude.user)
     uid = _SAME_USER[key]
     if uid is None:
-        return tmux_argv(sock or "")
+        return ""
     folder = os.environ.get("TMUX_TMPDIR") or "/tmp"
-    return tmux_argv(socket_path=f"{folder.rstrip('/')}/tmux-{uid}/{sock or 'default'}")
+    return f"{folder.rstrip('/')}/tmux-{uid}/{profile.door.tmux_socket_name or 'default'}"
 
 
 def _other_uid(host: Host, user: str) -> int | None:

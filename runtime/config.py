@@ -93,6 +93,9 @@ class RebuildConfig:
 class TmuxConfig:
     target: str = ""
     socket_name: str = ""
+    # not read from the TOML: the user's socket by path (-S), set by tl-provision accept when
+    # it runs as root against another user's server, where -L would look in root's own folder
+    socket_path: str = ""
 
 
 @dataclass(frozen=True)

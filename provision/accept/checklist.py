@@ -243,8 +243,24 @@ def load_scene(profile: Profile, host: Host, out: Checklist) -> Scene:
         out.add("manifest readable", True, {"path": profile.install.manifest_path,
                                             "launch_source": scene.manifest.launch_source})
     with out.guard("runtime config valid"):
-        scene.config = load_config(profile.install.config_path)
+        scene.config = users_tmux(load_config(profile.install.config_path), host, profile)
         out.add("runtime config valid", True, profile.install.config_path)
     return scene
+
+
+def users_tmux(config: Config, host: Host, profile: Profile) -> Config:
+    """``config`` whose tmux door addresses the agent user's server by its socket path when
+    accept runs as someone else (root): the door's ``-L NAME`` would look in root's own socket
+    folder and find no pane (apply reaches it the same way, provision.introspect.tmux_base)."""
+    from dataclasses import replace
+
+    from provision.introspect import user_socket_path
+    from runtime.doors.kind import DoorKind
+
+    path = user_socket_path(host, profile) if config.switch.door is DoorKind.TMUX else ""
+    if not path:
+        return config
+    tmux = replace(config.switch.tmux, socket_path=path)
+    return replace(config, switch=replace(config.switch, tmux=tmux))
 
 

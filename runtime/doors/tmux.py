@@ -43,10 +43,12 @@ def respawn_command(resume_argv: Sequence[str], workdir: Path | str) -> str:
 
 @dataclass(frozen=True)
 class TmuxDoor:
-    """One exact pane target on one tmux server (``-L socket_name`` when set)."""
+    """One exact pane target on one tmux server (``-S socket_path``, else ``-L socket_name``
+    when set)."""
 
     target: str
     socket_name: str = ""
+    socket_path: str = ""
     name: DoorKind = DoorKind.TMUX
 
     @classmethod
@@ -54,10 +56,11 @@ class TmuxDoor:
         target = config.switch.tmux.target
         if not target:
             raise ConfigError("switch.tmux.target: required for the tmux door")
-        return cls(target=target, socket_name=config.switch.tmux.socket_name)
+        return cls(target=target, socket_name=config.switch.tmux.socket_name,
+                   socket_path=config.switch.tmux.socket_path)
 
     def _tmux(self, *args: str) -> proc.Result:
-        return proc.run([*tmux_argv(self.socket_name), *args], timeout=10)
+        return proc.run([*tmux_argv(self.socket_name, self.socket_path), *args], timeout=10)
 
     def identity(self) -> str:
         try:

@@ -242,3 +242,23 @@ def test_uninstall_leaves_another_companions_head_and_a_table_the_user_replaced(
     assert "threadline" not in out["mcp_servers"] and "github" in out["mcp_servers"]
     replaced = USER + '\n[mcp_servers.threadline]\ncommand = "node"\nargs = ["my-server.js"]\n'
     assert remove(replaced, WANTED, "/c/config.toml") == replaced
+
+
+
+def test_a_config_toml_that_root_creates_is_given_to_the_codex_user_one_found_keeps_its_owner(
+        ) -> None:
+    from provision.actions import RunCommand, WriteFile
+    from provision.tasks.codex_config import CodexConfigFacts
+    from provision.tasks.files import DirFacts, Owners
+
+    ctx = Context(profile=_profile("/c", "/opt/tl"))
+    ctx.facts["Directories"] = DirFacts((), (), Owners(claude=(4242, 4242), writer=(0, 0)))
+    missing = CodexConfigFacts("/c/config.toml", None, None, None, WANTED)
+
+    write, chown = CodexConfig().plan(missing, ctx)
+
+    assert isinstance(write, WriteFile) and write.mode == 0o600
+    assert isinstance(chown, RunCommand)
+    assert chown.argv == ("chown", "-h", "4242:4242", "/c/config.toml")
+    found = CodexConfigFacts("/c/config.toml", USER.encode(), 0o600, (0, 0), WANTED)
+    assert [type(a) for a in CodexConfig().plan(found, ctx)] == [WriteFile]  # theirs: kept
