@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runtime import package_version
-from runtime.cli import build_parser, main
+from runtime.cli import _engine_command, build_parser, main
 from runtime.errors import ConfigError
 from tests.conftest import REPO
 
@@ -86,3 +86,22 @@ def test_every_subcommand_has_a_description_and_an_example_in_its_help() -> None
         assert examples and all(line.startswith(f"  tl-rebuild {name}") for line in examples), (
             name, examples)
         assert "--debug" in text, name
+
+
+@pytest.mark.parametrize("argv", [["plan", "--json", "--transcript", "t.jsonl"],
+                                  ["--debug", "fork", "--transcript", "t", "--into", "d"],
+                                  ["dirty", "--agent", "codex", "--debug"]])
+def test_an_engine_command_alone_parses_and_helps_as_in_the_full_parser(argv: list[str]) -> None:
+    name = _engine_command(argv)
+    assert name in ("plan", "dirty", "fork")
+    alone, full = build_parser(name), build_parser()
+    assert subcommands(alone).keys() == {name}
+    assert vars(alone.parse_args(argv)) == vars(full.parse_args(argv))
+    assert subcommands(alone)[name].format_help() == subcommands(full)[name].format_help()
+
+
+@pytest.mark.parametrize("argv", [["-h", "plan"], ["--version", "plan"], ["--deb", "plan"],
+                                  ["status"], [], ["report", "--html", "x"]])
+def test_help_version_abbreviations_and_other_commands_get_the_full_parser(
+        argv: list[str]) -> None:
+    assert _engine_command(argv) is None
