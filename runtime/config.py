@@ -91,12 +91,16 @@ class RebuildConfig:
 
 @dataclass(frozen=True)
 class TmuxConfig:
+    """The tmux door: the pane claude runs in and the server's socket name."""
+
     target: str = ""
     socket_name: str = ""
 
 
 @dataclass(frozen=True)
 class SystemdConfig:
+    """The systemd door: the unit claude runs as and its session pointer."""
+
     unit: str = ""
     pointer_path: str = ""
     # A claude user that is not root: restart and escape through ``sudo -n`` (the exact
@@ -106,6 +110,8 @@ class SystemdConfig:
 
 @dataclass(frozen=True)
 class PointerConfig:
+    """The pointer door: the file the runner reads the session id from."""
+
     path: str = ""
 
 
