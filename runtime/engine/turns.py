@@ -20,7 +20,8 @@ from runtime.engine.speech import Utterance
 class Turn:
     """One turn: its utterances in source order."""
 
-    __slots__ = ("index", "items", "humans", "replies")
+    # __weakref__: a test proves a build is freed by reference counting through a weakref
+    __slots__ = ("index", "items", "humans", "replies", "__weakref__")
 
     def __init__(self, index: int, items: list[Utterance] | None = None, humans: int = 0,
                  replies: int = 0) -> None:
