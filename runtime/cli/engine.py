@@ -85,16 +85,34 @@ def _one_shot(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     collector would walk every utterance, turn and UI copy the read kept (acyclic: reference
     counting frees them) once more — ≈ 27 ms of a 0.44 s ``plan`` on a 100 MB rollout. The
     library's callers (the MCP server, the switch) keep their collector; the read pauses it
-    alone (``no_cycle_collection``)."""
+    alone (``no_cycle_collection``). msgspec is imported first, without typing_extensions."""
 
     @functools.wraps(run)
     def paused(args: argparse.Namespace) -> int:
         from runtime.engine.transcript import no_cycle_collection
 
+        _import_msgspec_alone()
         with no_cycle_collection():
             return run(args)
 
     return paused
+
+
+def _import_msgspec_alone() -> None:
+    """Import msgspec with typing_extensions hidden, unless either is already imported.
+
+    msgspec then takes ``get_type_hints`` from ``typing`` (its own fallback when
+    typing_extensions is missing; the same hints for the engine's structs) and the command
+    skips typing_extensions' import, ≈ 2 ms of every plan/dirty/fork (issue 13). Only these
+    one-shot commands do it; the hiding ends with the import, so a later ``import
+    typing_extensions`` works as ever."""
+    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+        return
+    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # its import now fails
+    try:
+        import msgspec  # noqa: F401 - imported for its side effect: loaded, hints from typing
+    finally:
+        del sys.modules["typing_extensions"]
 
 
 def _config(args: argparse.Namespace) -> Any:
