@@ -14,7 +14,7 @@ from runtime.errors import ThreadlineError
 
 if TYPE_CHECKING:  # argparse only off the hook's path (issue 13 §3: every import counts there)
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 PROG = "tl-rebuild"
 DEBUG_HELP = "show tracebacks on errors"
@@ -38,6 +38,26 @@ def add_program_flags(parser: argparse.ArgumentParser, prog: str) -> None:
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
 
 
+def formatter(kind: type[argparse.HelpFormatter]) -> Callable[..., argparse.HelpFormatter]:
+    """``kind`` at the width argparse itself takes, ``shutil.get_terminal_size()``'s columns
+    less 2, found here the same way: argparse imports shutil (with zlib, bz2 and lzma, ≈ 2 ms
+    of every start-up, issue 13) for the first formatter it makes, when a parser is built."""
+    import functools
+    import os
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout else 0
+        except (ValueError, OSError):
+            columns = 0
+    return functools.partial(kind, width=(columns or 80) - 2)
+
+
 def add_command(sub: Any, name: str, help_text: str, examples: Sequence[str],
                 description: str | None = None) -> argparse.ArgumentParser:
     """A sub-command with a one-line description, its examples in ``--help``, and ``--debug``
@@ -48,7 +68,7 @@ def add_command(sub: Any, name: str, help_text: str, examples: Sequence[str],
     parser: argparse.ArgumentParser = sub.add_parser(
         name, help=help_text, description=description or help_text[:1].upper() + help_text[1:],
         epilog="examples:\n" + "\n".join(f"  {line}" for line in examples),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=formatter(argparse.RawDescriptionHelpFormatter))
     parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help=DEBUG_HELP)
     return parser
@@ -107,6 +127,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Rebuild a long-running Claude Code session: carry every word, drop the noise.",
+        formatter_class=formatter(argparse.HelpFormatter),
     )
     add_program_flags(parser, PROG)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
