@@ -11,10 +11,10 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
@@ -45,8 +45,33 @@ DEFAULT_POISON_PATTERNS: tuple[str, ...] = (
 DEFAULT_REPLY_TOOL_PATTERN = r"^mcp__[\w.-]*(companion|telegram)[\w.-]*__reply$"
 
 
-@dataclass(frozen=True)
-class SpeechTool:
+class _Frozen:
+    """``repr``, ``==`` and ``hash`` of a frozen dataclass as it would generate them, written
+    once: Python 3.11 compiles each generated method at import (≈ 0.1 ms apiece), and these
+    seven classes are on every command's start-up (issue 13). Each class says ``repr=False,
+    eq=False``; its ``__init__`` and the frozen ``__setattr__`` are still the dataclass's."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return f"{type(self).__qualname__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class SpeechTool(_Frozen):
     """A deployment-specific tool whose argument at ``path`` (dotted) is carried as speech."""
 
     name: str
@@ -57,8 +82,8 @@ class SpeechTool:
         return tuple(self.path.split("."))
 
 
-@dataclass(frozen=True)
-class RebuildConfig:
+@dataclass(frozen=True, repr=False, eq=False)
+class RebuildConfig(_Frozen):
     """SPEC §3 knobs: what a rebuild carries and when the session counts as dirty."""
 
     include_open_tail: bool = True
@@ -89,8 +114,10 @@ class RebuildConfig:
         return re.compile(self.reply_tool_pattern)
 
 
-@dataclass(frozen=True)
-class TmuxConfig:
+@dataclass(frozen=True, repr=False, eq=False)
+class TmuxConfig(_Frozen):
+    """The tmux door: the pane claude runs in and the server's socket name."""
+
     target: str = ""
     socket_name: str = ""
     # not read from the TOML: the user's socket by path (-S), set by tl-provision accept when
@@ -98,8 +125,10 @@ class TmuxConfig:
     socket_path: str = ""
 
 
-@dataclass(frozen=True)
-class SystemdConfig:
+@dataclass(frozen=True, repr=False, eq=False)
+class SystemdConfig(_Frozen):
+    """The systemd door: the unit claude runs as and its session pointer."""
+
     unit: str = ""
     pointer_path: str = ""
     # A claude user that is not root: restart and escape through ``sudo -n`` (the exact
@@ -107,13 +136,15 @@ class SystemdConfig:
     sudo_user: str = ""
 
 
-@dataclass(frozen=True)
-class PointerConfig:
+@dataclass(frozen=True, repr=False, eq=False)
+class PointerConfig(_Frozen):
+    """The pointer door: the file the runner reads the session id from."""
+
     path: str = ""
 
 
-@dataclass(frozen=True)
-class SwitchConfig:
+@dataclass(frozen=True, repr=False, eq=False)
+class SwitchConfig(_Frozen):
     """SPEC §4 knobs: how the running claude is switched and checked."""
 
     door: DoorKind = DoorKind.TMUX
@@ -137,8 +168,8 @@ class SwitchConfig:
     pointer: PointerConfig = field(default_factory=PointerConfig)
 
 
-@dataclass(frozen=True)
-class Config:
+@dataclass(frozen=True, repr=False, eq=False)
+class Config(_Frozen):
     """The whole runtime config; ``source`` is the file it came from (None = defaults)."""
 
     project_dir: Path | None = None

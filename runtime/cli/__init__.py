@@ -14,7 +14,7 @@ from runtime.errors import ThreadlineError
 
 if TYPE_CHECKING:  # argparse only off the hook's path (issue 13 §3: every import counts there)
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 PROG = "tl-rebuild"
 DEBUG_HELP = "show tracebacks on errors"
@@ -38,6 +38,26 @@ def add_program_flags(parser: argparse.ArgumentParser, prog: str) -> None:
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
 
 
+def formatter(kind: type[argparse.HelpFormatter]) -> Callable[..., argparse.HelpFormatter]:
+    """``kind`` at the width argparse itself takes, ``shutil.get_terminal_size()``'s columns
+    less 2, found here the same way: argparse imports shutil (with zlib, bz2 and lzma, ≈ 2 ms
+    of every start-up, issue 13) for the first formatter it makes, when a parser is built."""
+    import functools
+    import os
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout else 0
+        except (ValueError, OSError):
+            columns = 0
+    return functools.partial(kind, width=(columns or 80) - 2)
+
+
 def add_command(sub: Any, name: str, help_text: str, examples: Sequence[str],
                 description: str | None = None) -> argparse.ArgumentParser:
     """A sub-command with a one-line description, its examples in ``--help``, and ``--debug``
@@ -48,7 +68,7 @@ def add_command(sub: Any, name: str, help_text: str, examples: Sequence[str],
     parser: argparse.ArgumentParser = sub.add_parser(
         name, help=help_text, description=description or help_text[:1].upper() + help_text[1:],
         epilog="examples:\n" + "\n".join(f"  {line}" for line in examples),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=formatter(argparse.RawDescriptionHelpFormatter))
     parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help=DEBUG_HELP)
     return parser
@@ -90,19 +110,32 @@ def print_completion(parser: argparse.ArgumentParser, shell: str) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the full parser; each command group registers its own sub-commands."""
+# The engine's one-shot commands: a run of one builds its own sub-parser alone. The other
+# sub-parsers and runtime.cli.ops cost ≈ 2 ms of every plan/dirty/fork start-up (issue 13).
+ENGINE_COMMANDS = frozenset({"plan", "dirty", "fork"})
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Return the full parser; each command group registers its own sub-commands.
+
+    With ``command`` (one of ENGINE_COMMANDS) only that sub-command is registered: its
+    parsing, ``--help`` and errors are the full parser's, the other commands are unknown."""
     import argparse
 
     from runtime.cli import engine as cli_engine
-    from runtime.cli import ops as cli_ops
 
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Rebuild a long-running Claude Code session: carry every word, drop the noise.",
+        formatter_class=formatter(argparse.HelpFormatter),
     )
     add_program_flags(parser, PROG)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if command in ENGINE_COMMANDS:
+        cli_engine.register(sub, only=command)
+        return parser
+    from runtime.cli import ops as cli_ops
+
     cli_engine.register(sub)
     cli_ops.register(sub)
     # registered here, not in runtime.switch.restart: importing it pulls runtime.switch.health and
@@ -144,6 +177,15 @@ def _run_mcp(args: argparse.Namespace) -> int:
     return mcp_server.main(args)
 
 
+def _engine_command(argv: Sequence[str]) -> str | None:
+    """The engine command ``argv`` runs (its first word, after any ``--debug``), else None:
+    ``-h``, ``--version`` or an abbreviated flag first get the full parser."""
+    for token in argv:
+        if token != "--debug":
+            return token if token in ENGINE_COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``tl-rebuild`` command and return its exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -155,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from runtime.cli import notify
 
         return notify.main(args_list[1:])
-    parser = build_parser()
+    parser = build_parser(_engine_command(args_list))
     args = parser.parse_args(args_list)
     try:
         return int(args.func(args) or 0)

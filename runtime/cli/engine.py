@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +20,15 @@ from runtime.errors import BlockedError, NothingToCarryError, VerificationError
 PROGRESS_MIN_BYTES = 50 * 1024 * 1024
 
 
-def register(sub: Any) -> None:
-    """Add the engine's sub-commands to ``sub``."""
+def register(sub: Any, only: str | None = None) -> None:
+    """Add the engine's sub-commands to ``sub``; with ``only``, that one alone."""
+    for name, add in (("plan", _register_plan), ("dirty", _register_dirty),
+                      ("fork", _register_fork), ("report", _register_report)):
+        if only in (None, name):
+            add(sub)
+
+
+def _register_plan(sub: Any) -> None:
     from runtime.cli import add_command
 
     plan = add_command(sub, "plan", "what a rebuild would carry (read-only)", [
@@ -34,11 +40,21 @@ def register(sub: Any) -> None:
                       help="show the conversation as it will be carried, turn by turn, with what "
                            "is dropped between (paged on a terminal)")
     plan.set_defaults(func=run_plan)
+
+
+def _register_dirty(sub: Any) -> None:
+    from runtime.cli import add_command
+
     dirty = add_command(sub, "dirty", "runtime noise in the transcript, by category", [
         "tl-rebuild dirty --config /etc/threadline/config.toml",
         "tl-rebuild dirty --transcript ~/.codex/sessions/2026/12/05/rollout-….jsonl --json"])
     _common(dirty, required=False)
     dirty.set_defaults(func=run_dirty)
+
+
+def _register_fork(sub: Any) -> None:
+    from runtime.cli import add_command
+
     fork = add_command(sub, "fork", "write the candidate as a new session file (no switch)", [
         "tl-rebuild fork --transcript SESSION_ID.jsonl --into /tmp/forks",
         "tl-rebuild fork --transcript SESSION_ID.jsonl --manifest /tmp/forks/manifest.jsonl"])
@@ -50,7 +66,6 @@ def register(sub: Any) -> None:
         help="also write the per-item manifest (JSONL, 0600) here (folders made if missing)"
     )
     fork.set_defaults(func=run_fork)
-    _register_report(sub)
 
 
 def _common(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -70,16 +85,34 @@ def _one_shot(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     collector would walk every utterance, turn and UI copy the read kept (acyclic: reference
     counting frees them) once more — ≈ 27 ms of a 0.44 s ``plan`` on a 100 MB rollout. The
     library's callers (the MCP server, the switch) keep their collector; the read pauses it
-    alone (``no_cycle_collection``)."""
+    alone (``no_cycle_collection``). msgspec is imported first, without typing_extensions."""
 
     @functools.wraps(run)
     def paused(args: argparse.Namespace) -> int:
         from runtime.engine.transcript import no_cycle_collection
 
+        _import_msgspec_alone()
         with no_cycle_collection():
             return run(args)
 
     return paused
+
+
+def _import_msgspec_alone() -> None:
+    """Import msgspec with typing_extensions hidden, unless either is already imported.
+
+    msgspec then takes ``get_type_hints`` from ``typing`` (its own fallback when
+    typing_extensions is missing; the same hints for the engine's structs) and the command
+    skips typing_extensions' import, ≈ 2 ms of every plan/dirty/fork (issue 13). Only these
+    one-shot commands do it; the hiding ends with the import, so a later ``import
+    typing_extensions`` works as ever."""
+    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+        return
+    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # its import now fails
+    try:
+        import msgspec  # noqa: F401 - imported for its side effect: loaded, hints from typing
+    finally:
+        del sys.modules["typing_extensions"]
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -213,6 +246,8 @@ def run_fork(args: argparse.Namespace) -> int:
 
 def _workdir(result: dict[str, Any]) -> str:
     """The recorded working folder, shell-quoted (Codex rollouts record it), else a placeholder."""
+    import shlex  # only for this line of fork's table: no start-up cost
+
     return shlex.quote(result["workdir"]) if "workdir" in result else "<workdir>"
 
 

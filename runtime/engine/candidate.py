@@ -11,11 +11,11 @@ from __future__ import annotations
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import orjson
 
@@ -133,7 +133,7 @@ def _build(
     if plan.blocked is None and second.reason() is not None and (
         knobs.unrecognised_speech == "block"
     ):
-        plan = replace(plan, blocked=second.reason())
+        plan = plan._replace(blocked=second.reason())
     layout = Layout(session)
     if isinstance(sink, _Shedding):
         layout.digests = sink.digests
@@ -200,8 +200,7 @@ def _assemble(
     )
 
 
-@dataclass(frozen=True)
-class _Selection:
+class _Selection(NamedTuple):
     """Which turns and summaries are carried, what that costs, and what blocks it."""
 
     keep: list[int]

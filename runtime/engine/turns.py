@@ -4,24 +4,31 @@
 share a turn, assistant speech before the first human message joins the first turn, the last
 turn may stay open. Slash commands wait until the model answers (then they are speech) or a
 local command's output / the next human message shows they were local (then they are not).
+
+(Plain classes and a NamedTuple rather than dataclasses: each dataclass costs ≈ 0.4 ms of
+start-up to make its methods, and every ``plan``/``fork`` imports this module — issue 13.)
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from runtime.engine.speech import Utterance
 
 
-@dataclass
 class Turn:
     """One turn: its utterances in source order."""
 
-    index: int
-    items: list[Utterance] = field(default_factory=list)
-    humans: int = 0
-    replies: int = 0
+    # __weakref__: a test proves a build is freed by reference counting through a weakref
+    __slots__ = ("index", "items", "humans", "replies", "__weakref__")
+
+    def __init__(self, index: int, items: list[Utterance] | None = None, humans: int = 0,
+                 replies: int = 0) -> None:
+        self.index = index
+        self.items: list[Utterance] = [] if items is None else items
+        self.humans = humans
+        self.replies = replies
 
     @property
     def open(self) -> bool:
@@ -29,8 +36,7 @@ class Turn:
         return self.humans > 0 and self.replies == 0
 
 
-@dataclass(frozen=True)
-class CompactSummary:
+class CompactSummary(NamedTuple):
     """A compaction summary, where it sat (before turn ``anchor``) and whether turns cover it."""
 
     utterance: Utterance
@@ -38,18 +44,18 @@ class CompactSummary:
     covered: bool
 
 
-@dataclass
 class TurnBuilder:
     """Collects utterances into turns as the classifier reports them."""
 
-    turns: list[Turn] = field(default_factory=list)
-    summaries: list[CompactSummary] = field(default_factory=list)
-    startup: Utterance | None = None
-    counts: Counter[str] = field(default_factory=Counter)
-    slash_local: int = 0
-    slash_unanswered: int = 0
-    _leading: list[Utterance] = field(default_factory=list)
-    _pending_slash: Utterance | None = None
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.summaries: list[CompactSummary] = []
+        self.startup: Utterance | None = None
+        self.counts: Counter[str] = Counter()
+        self.slash_local = 0
+        self.slash_unanswered = 0
+        self._leading: list[Utterance] = []
+        self._pending_slash: Utterance | None = None
 
     def human(self, utt: Utterance) -> None:
         if self._pending_slash is not None:  # (tested here: one call less per human message)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
@@ -153,7 +153,7 @@ def _build(
     if plan.blocked is None and audit["unrecognised"] and (
         config.rebuild.unrecognised_speech == "block"
     ):
-        plan = replace(plan, blocked=_audit_reason(audit))
+        plan = plan._replace(blocked=_audit_reason(audit))
     meta = _new_meta(lines.meta or {}, session)
     layout = claude._lay_out(CodexLayout(session, meta), None, turns, stamps, plan)
     items, manifest = layout.finish() if lay_out else ((), [])

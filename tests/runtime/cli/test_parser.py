@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from runtime import package_version
-from runtime.cli import build_parser, main
+from runtime.cli import _engine_command, build_parser, formatter, main
 from runtime.errors import ConfigError
 from tests.conftest import REPO
 
@@ -86,3 +86,46 @@ def test_every_subcommand_has_a_description_and_an_example_in_its_help() -> None
         assert examples and all(line.startswith(f"  tl-rebuild {name}") for line in examples), (
             name, examples)
         assert "--debug" in text, name
+
+
+@pytest.mark.parametrize("argv", [["plan", "--json", "--transcript", "t.jsonl"],
+                                  ["--debug", "fork", "--transcript", "t", "--into", "d"],
+                                  ["dirty", "--agent", "codex", "--debug"]])
+def test_an_engine_command_alone_parses_and_helps_as_in_the_full_parser(argv: list[str]) -> None:
+    name = _engine_command(argv)
+    assert name in ("plan", "dirty", "fork")
+    alone, full = build_parser(name), build_parser()
+    assert subcommands(alone).keys() == {name}
+    assert vars(alone.parse_args(argv)) == vars(full.parse_args(argv))
+    assert subcommands(alone)[name].format_help() == subcommands(full)[name].format_help()
+
+
+@pytest.mark.parametrize("argv", [["-h", "plan"], ["--version", "plan"], ["--deb", "plan"],
+                                  ["status"], [], ["report", "--html", "x"]])
+def test_help_version_abbreviations_and_other_commands_get_the_full_parser(
+        argv: list[str]) -> None:
+    assert _engine_command(argv) is None
+
+
+@pytest.mark.parametrize("columns", [None, "57", "0", "-3", "wide"])
+@pytest.mark.parametrize("kind", [argparse.HelpFormatter, argparse.RawDescriptionHelpFormatter])
+def test_the_formatter_takes_the_width_argparse_would_without_importing_shutil(
+        monkeypatch: pytest.MonkeyPatch, columns: str | None,
+        kind: type[argparse.HelpFormatter]) -> None:
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    ours, theirs = formatter(kind)(prog="x"), kind(prog="x")
+    assert type(ours) is kind
+    assert (ours._width, ours._max_help_position) == (theirs._width, theirs._max_help_position)
+
+
+def test_a_plan_run_imports_neither_shutil_nor_the_other_commands(tmp_path: Path) -> None:
+    code = ("import sys; from runtime.cli import main; "
+            f"main(['plan', '--json', '--transcript', {str(tmp_path / 'none.jsonl')!r}]); "
+            "print([m for m in ('shutil', 'runtime.cli.ops', 'shlex', 'typing_extensions') "
+            "if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout == "[]\n"
