@@ -55,7 +55,7 @@ from provision.accept.drill import (
     request_and_trigger,
     timeline_line,
 )
-from provision.accept.scratch import TARGET, Scratch
+from provision.accept.scratch import TARGET, Scratch, drill_root
 from provision.errors import AcceptError
 from runtime.doors.kind import DoorKind
 
@@ -132,7 +132,7 @@ def prepare_codex_scratch(scene: Scene, tag: str, model_url: str) -> Scratch:
         raise AcceptError("no source thread to drill on (line 'source thread held by the pane')")
     if config.workdir is None:
         raise AcceptError("the runtime config has no workdir; re-run apply")
-    root = f"{profile.install.state_dir.rstrip('/')}/accept-drill/{tag}"
+    root = drill_root(scene, tag)
     home, state = f"{root}/home", f"{root}/state"
     codex_home = f"{home}/.codex"
     for path in (root, home, codex_home, state):

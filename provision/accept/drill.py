@@ -47,7 +47,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from provision.accept.process import claude_argv
-from provision.accept.scratch import Scratch, prepare_scratch, processes_of
+from provision.accept.scratch import (
+    Scratch,
+    give_to_state_owner,
+    prepare_scratch,
+    processes_of,
+)
 from runtime.doors.kind import DoorKind
 
 if TYPE_CHECKING:
@@ -367,5 +372,7 @@ def cleanup(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     drill_failed = any(line.stage == "drill" and line.status == "fail" for line in out.lines)
     if drill_failed:
         out.numbers["drill_kept_scratch"] = 1
+        with out.guard("drill kept scratch given to the state dir's owner"):
+            give_to_state_owner(scene, scratch.root, recursive=True)  # the user can read, rm it
     else:
         scratch.remove(host)

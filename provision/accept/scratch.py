@@ -189,6 +189,39 @@ class Scratch:
         host.run(["rm", "-rf", "--", self.root], timeout=60)
 
 
+def drill_root(scene: Scene, tag: str) -> str:
+    """``<state_dir>/accept-drill/<tag>``, its parent made first with the state dir's owner.
+
+    The scratch itself belongs to whoever runs the drill (its agent runs as that user); but
+    the parent stays in the agent user's state dir after the drill, and a root-owned one there
+    would keep that user's own later drills from making their scratch (found by running
+    ``accept --drill`` as root against a non-root codex user).
+    """
+    state_dir = scene.profile.install.state_dir.rstrip("/")
+    parent = f"{state_dir}/accept-drill"
+    scene.host.ensure_dir(parent, 0o700)
+    give_to_state_owner(scene, parent, recursive=False)
+    return f"{parent}/{tag}"
+
+
+def give_to_state_owner(scene: Scene, path: str, *, recursive: bool) -> None:
+    """``chown`` ``path`` (``-R`` with ``recursive``) to the owner of the state dir, when a
+    root-run drill made it for another user; symlinks are changed themselves (``-h``), never
+    what they point to."""
+    if os.geteuid() != 0:
+        return
+    host = scene.host
+    owner = host.stat(scene.profile.install.state_dir)
+    if owner is None or (owner.uid, owner.gid) == (0, 0):
+        return
+    argv = ["chown", "-h", *(["-R"] if recursive else []), f"{owner.uid}:{owner.gid}", "--", path]
+    done = host.run(argv, timeout=60)
+    if not done.ok:
+        why = done.stderr.strip() or f"exit {done.rc}"
+        raise AcceptError(f"cannot give {path!r} to the state dir's owner "
+                          f"{owner.uid}:{owner.gid}: {why}")
+
+
 def prepare_scratch(scene: Scene, tag: str, door: DoorKind = DoorKind.TMUX) -> Scratch:
     """Create the scratch folders and files for the newest session of the real project.
 
@@ -204,7 +237,7 @@ def prepare_scratch(scene: Scene, tag: str, door: DoorKind = DoorKind.TMUX) -> S
     source = latest_transcript(config.project_dir)
     if source is None:
         raise AcceptError(f"no session transcript in {str(config.project_dir)!r} to drill on")
-    root = f"{profile.install.state_dir.rstrip('/')}/accept-drill/{tag}"
+    root = drill_root(scene, tag)
     home, work, state = f"{root}/home", f"{root}/work", f"{root}/state"
     config_dir = f"{root}/config" if profile.claude.config_dir else None
     claude_dir = config_dir or f"{home}/.claude"

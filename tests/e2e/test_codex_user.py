@@ -10,7 +10,9 @@ host profile; everything apply leaves must stay the user's; codex restarted as a
 the user, the same argv) talks, the user requests a rebuild, and the next turn end — notify,
 worker and respawn all as the user — switches the pane to the rebuilt thread. Then root's
 ``tl-provision accept`` (read-only and wiring) passes every line: it reaches the user's tmux
-server by its socket path, as apply does, and leaves nothing of root's behind.
+server by its socket path, as apply does, and leaves nothing of root's behind; so does root's
+``accept --drill`` (its scratch codex runs as root in a scratch folder that goes after the
+drill; the ``accept-drill`` folder it leaves in the user's state dir is the user's).
 """
 
 from __future__ import annotations
@@ -208,4 +210,12 @@ def test_apply_as_root_leaves_the_codex_users_files_its_and_its_switch_activates
     accept = as_root(user, TL_PROVISION, "accept", str(host_yml), check=False)
     assert accept.returncode == 0, accept.stdout + accept.stderr
     assert accept.stdout.rstrip().endswith("fail=0 skip=0"), accept.stdout
+    assert not_the_users(state) == [] and not_the_users(codex.home.root) == []
+
+    # a drill run by root: its scratch is root's and goes, the drill folder stays the user's
+    drill = as_root(user, TL_PROVISION, "accept", "--drill", str(host_yml), check=False)
+    assert drill.returncode == 0, drill.stdout + drill.stderr
+    assert "PASS  drill     drill activated" in drill.stdout, drill.stdout
+    assert drill.stdout.rstrip().endswith("fail=0 skip=0"), drill.stdout
+    assert (state / "accept-drill").is_dir() and os.listdir(state / "accept-drill") == []
     assert not_the_users(state) == [] and not_the_users(codex.home.root) == []

@@ -43,3 +43,44 @@ def test_accept_run_by_the_agent_user_keeps_the_socket_name_and_another_door_is_
     other = FakeHost(users={"acceptsysd": (4242, 4242), "root": (0, 0)})
     systemd = Config(switch=SwitchConfig(door=DoorKind.SYSTEMD))
     assert users_tmux(systemd, other, _profile("acceptsysd")) is systemd
+
+
+class _UsersState(FakeHost):
+    """A FakeHost whose state dir belongs to the agent user (uid/gid 4242)."""
+
+    def stat(self, path: str):  # type: ignore[no-untyped-def]
+        found = super().stat(path)
+        if path == "/var/lib/tl" and found is not None:
+            return found.__class__(True, found.mode, 4242, 4242, 0.0, True)
+        return found
+
+
+def test_a_drill_run_by_root_gives_its_folders_in_the_users_state_dir_to_that_user(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.accept import scratch
+    from provision.accept.checklist import Scene
+    from provision.errors import AcceptError
+
+    monkeypatch.setattr(scratch.os, "geteuid", lambda: 0)
+    host = _UsersState(dirs={"/var/lib/tl": 0o700})
+    parent, kept = "/var/lib/tl/accept-drill", "/var/lib/tl/accept-drill/abc"
+    for argv in (["chown", "-h", "4242:4242", "--", parent],
+                 ["chown", "-h", "-R", "4242:4242", "--", kept]):
+        host.add_command(argv)
+    scene = Scene(_profile("acceptroot"), host)
+
+    assert scratch.drill_root(scene, "abc") == kept
+    assert host.dirs[parent] == 0o700
+    assert host.ran[-1] == ("chown", "-h", "4242:4242", "--", parent)  # not -R: only the parent
+    scratch.give_to_state_owner(scene, kept, recursive=True)  # a failed drill's kept scratch
+    assert host.ran[-1] == ("chown", "-h", "-R", "4242:4242", "--", kept)  # links themselves
+
+    host.add_command(["chown", "-h", "-R", "4242:4242", "--", kept], rc=1,
+                     stderr="chown: changing ownership: Operation not permitted\n")
+    with pytest.raises(AcceptError, match="to the state dir's owner 4242:4242: chown: changing"):
+        scratch.give_to_state_owner(scene, kept, recursive=True)
+
+    monkeypatch.setattr(scratch.os, "geteuid", lambda: 4242)  # the user's own drill: no chown
+    count = len(host.ran)
+    scratch.drill_root(scene, "def")
+    assert len(host.ran) == count
