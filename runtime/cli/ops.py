@@ -57,7 +57,49 @@ def _cmd(sub: Any, name: str, help_text: str, func: Any,
 def _config(args: argparse.Namespace) -> Any:
     from runtime.config import config_path_from, load_config
 
-    return load_config(config_path_from(args.config))
+    config = load_config(config_path_from(args.config))
+    act_as_state_owner(config.state_dir)
+    return config
+
+
+def act_as_state_owner(state_dir: Any) -> None:
+    """Run as the owner of ``state_dir`` when root runs an operator command on another user's
+    deployment (``sudo tl-rebuild status``).
+
+    Everything an operation touches belongs to the agent's user: its tmux server (``-L`` looks
+    in the caller's own socket folder, so as root ``doctor`` failed the door check), the
+    records the user's hook must update (a root-owned one kept the next switch from being
+    recorded), the worker and the agent it respawns. So root drops to that user — groups, gid,
+    uid, and HOME/USER/LOGNAME from its passwd entry — says so on stderr, and goes on. Nothing
+    changes when the caller is not root, the state dir is root's or does not exist yet.
+    """
+    import os
+
+    if os.geteuid() != 0:
+        return
+    try:
+        owner = os.stat(state_dir).st_uid
+    except OSError:
+        return
+    if owner == 0:
+        return
+    import pwd
+    import sys
+
+    from runtime.errors import ThreadlineError
+
+    try:
+        entry = pwd.getpwuid(owner)
+    except KeyError:
+        raise ThreadlineError(
+            f"state dir {str(state_dir)!r} belongs to uid {owner}, which has no passwd entry; "
+            "run tl-rebuild as that user") from None
+    os.initgroups(entry.pw_name, entry.pw_gid)
+    os.setgid(entry.pw_gid)
+    os.setuid(owner)
+    os.environ.update(HOME=entry.pw_dir, USER=entry.pw_name, LOGNAME=entry.pw_name)
+    print(f"tl-rebuild: acting as {entry.pw_name} (uid {owner}), the owner of the state dir "
+          f"{str(state_dir)!r}", file=sys.stderr)
 
 
 def _ops() -> Any:

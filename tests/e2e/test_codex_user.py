@@ -12,7 +12,8 @@ worker and respawn all as the user — switches the pane to the rebuilt thread. 
 ``tl-provision accept`` (read-only and wiring) passes every line: it reaches the user's tmux
 server by its socket path, as apply does, and leaves nothing of root's behind; so does root's
 ``accept --drill`` (its scratch codex runs as root in a scratch folder that goes after the
-drill; the ``accept-drill`` folder it leaves in the user's state dir is the user's).
+drill; the ``accept-drill`` folder it leaves in the user's state dir is the user's). And
+``tl-rebuild`` run by root (doctor, request, cancel, status) acts as the state dir's owner.
 """
 
 from __future__ import annotations
@@ -205,6 +206,23 @@ def test_apply_as_root_leaves_the_codex_users_files_its_and_its_switch_activates
     daemons = subprocess.run(["pgrep", "-u", str(UID), "-f", "app-server"],
                              capture_output=True, text=True)
     assert daemons.stdout == "", daemons.stdout  # --no-daemon: no shared app-server
+
+    # tl-rebuild run by root acts as the state dir's owner: doctor reaches the user's tmux,
+    # a request and its cancel leave only the user's files
+    doctor = as_root(user, TL_REBUILD, "doctor", "--config", str(runtime_config), "--json",
+                     check=False)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert f"acting as {NAME} (uid {UID})" in doctor.stderr, doctor.stderr
+    assert json.loads(doctor.stdout)["ok"] is True, doctor.stdout
+    asked = json.loads(as_root(user, TL_REBUILD, "request", "--config", str(runtime_config),
+                               "--json", "--reason", "root asked", "--confirm",
+                               "REBUILD").stdout)["operation_id"]
+    as_root(user, TL_REBUILD, "cancel", "--config", str(runtime_config), "--operation", asked,
+            "--confirm", "CANCEL")
+    shown = as_root(user, TL_REBUILD, "status", "--config", str(runtime_config), "--json",
+                    "--operation", asked)
+    assert json.loads(shown.stdout)["state"] == "cancelled", shown.stdout
+    assert not_the_users(state) == []
 
     # accept as root (read-only and wiring) reaches the user's pane through its socket path
     accept = as_root(user, TL_PROVISION, "accept", str(host_yml), check=False)

@@ -5,6 +5,7 @@ for ``schema_version`` first."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -158,3 +159,45 @@ def test_status_leads_with_the_state_and_ends_with_the_next_step_for_this_config
     assert lines[0].startswith("cancelled, created ")
     assert lines[-1] == ("next: nothing to do; request a new one when needed: "
                          + again(world).format("request"))
+
+
+def test_root_on_a_state_dir_of_a_uid_without_a_passwd_entry_is_told_to_run_as_that_user(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pwd
+
+    from runtime.cli.ops import act_as_state_owner
+    from runtime.errors import ThreadlineError
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the state dir is given to a uid without a passwd entry")
+    orphan = next(uid for uid in range(54321, 60000) if not _has_entry(pwd, uid))
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chown(state, orphan, orphan)
+    with pytest.raises(ThreadlineError, match=f"belongs to uid {orphan}, which has no passwd "
+                                              "entry; run tl-rebuild as that user"):
+        act_as_state_owner(state)
+    assert os.geteuid() == 0  # still root
+
+
+def test_the_caller_stays_who_it_is_unless_root_meets_another_users_state_dir(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime.cli.ops import act_as_state_owner
+
+    def never(*args: object) -> None:
+        raise AssertionError(f"dropped privileges: {args}")
+
+    for name in ("setuid", "setgid", "initgroups"):
+        monkeypatch.setattr(f"os.{name}", never)
+    act_as_state_owner(tmp_path / "not-yet")  # no state dir yet
+    act_as_state_owner(tmp_path)  # root's own (the tests run as root) or the caller's
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    act_as_state_owner(tmp_path)  # not root: nothing to drop
+
+
+def _has_entry(pwd: object, uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)  # type: ignore[attr-defined]
+    except KeyError:
+        return False
+    return True
