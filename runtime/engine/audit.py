@@ -288,6 +288,9 @@ class SecondReading:
         the prompts enqueued before it, so the reader need not keep it to the end."""
         self._waiting.hear(text)
 
+    # the settled lines ``wants`` reads further; the reader does not ask about any other
+    wanted = frozenset({"assistant", "attachment", "queue-operation"})
+
     def wants(self, line: bytes, kind: str, content: Any) -> bool:
         """Whether a raw line the reader's fast path settled can hold a shape read here.
 

@@ -38,34 +38,34 @@ PEEK = 4096  # lines longer than this are first guessed from their first PEEK by
 NULL = msgspec.Raw(b"null")
 
 
-class _Source(msgspec.Struct):
+class _Source(msgspec.Struct, gc=False):
     data: Any = None
 
 
-class _Inner(msgspec.Struct):
+class _Inner(msgspec.Struct, gc=False):
     """One item of a tool result's content (only images count)."""
 
     type: Any = None
     source: _Source | None = None
 
 
-class _Block(msgspec.Struct):
+class _Block(msgspec.Struct, gc=False):
     type: Any = None
     name: Any = None  # tool_use
     content: msgspec.Raw = NULL  # tool_result: decoded further only when it is a list
     source: _Source | None = None  # image
 
 
-class _Message(msgspec.Struct):
+class _Message(msgspec.Struct, gc=False):
     content: list[_Block] | str | None = None
     model: Any = None
 
 
-class _Attachment(msgspec.Struct):
+class _Attachment(msgspec.Struct, gc=False):
     type: Any = None
 
 
-class _Head(msgspec.Struct):
+class _Head(msgspec.Struct, gc=False):
     type: Any = None
     isSidechain: Any = None  # noqa: N815 - the transcript's own key
     uuid: Any = None
@@ -105,6 +105,7 @@ class Prefilter:
         # the counts by ``flush``. The first line of a key is booked at once, so every count
         # key is still made in line order (the reports break ties by that order).
         self.tallies: dict[tuple[str, str | None, str | None], list[int]] = {}
+        self.others: dict[str, list[int]] = {}  # type -> its (type, None, None) tally
 
     def take(self, line: bytes, size: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
@@ -135,8 +136,25 @@ class Prefilter:
             if head.subtype == "compact_boundary":
                 return False
             reason = category = "system"
-        else:
-            reason = category = None
+        else:  # a type no rule reads further (progress, snapshots, ...): _book, inline
+            if not (line.isascii() or _utf8(line)):
+                return False
+            self.kind = kind
+            tally = self.others.get(kind)
+            if tally is not None:
+                tally[0] += 1
+                tally[1] += size
+            else:
+                self._count(kind, None, None, 1, size)
+                self.others[kind] = self.tallies[kind, None, None] = [0, 0]
+            if self.tracking:
+                uuid = head.uuid
+                if type(uuid) is str:
+                    self.recent_uuids.append(uuid)
+                stamp = head.timestamp
+                if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
+                    self.classifier.last_timestamp = stamp
+            return True
         if not (line.isascii() or _utf8(line)):
             return False
         self._book(head, kind, size, reason, category)
@@ -183,6 +201,7 @@ class Prefilter:
             if lines:
                 self._count(kind, reason, category, lines, size)
         self.tallies.clear()
+        self.others.clear()
 
     def _assistant(self, head: _Head, line: bytes, size: int) -> bool:
         message = head.message

@@ -41,6 +41,9 @@ Progress = Callable[[int, int], None]
 class Observer(Protocol):
     """A second reader of the same pass (runtime.engine.audit.SecondReading)."""
 
+    # the ``type`` of every settled line ``wants`` may say yes to; others are not asked
+    wanted: frozenset[str]
+
     def event(self, event: dict[str, Any], line: int) -> None: ...
 
     def wants(self, line: bytes, kind: str, content: Any) -> bool:
@@ -165,6 +168,7 @@ def scan(
     prefilter = Prefilter(classifier)
     take = prefilter.take if (FAST if fast is None else fast) else None
     loads = orjson.loads
+    wanted = observer.wanted if observer is not None else frozenset()
     # a sink that reads its texts back later wants the offset of the line each one came from
     locate = sink is not None and hasattr(sink, "line_at")
     try:
@@ -187,7 +191,7 @@ def scan(
                 progress(position, total)
                 next_mark = position + step
             if take is not None and take(line, size):
-                if observer is not None and observer.wants(
+                if observer is not None and prefilter.kind in wanted and observer.wants(
                     line, prefilter.kind, prefilter.content
                 ):
                     _observe_settled(observer, line, lineno)

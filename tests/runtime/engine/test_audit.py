@@ -278,3 +278,20 @@ SPOKEN_PIECE = st.sampled_from(
 def test_a_text_counts_as_spoken_exactly_when_its_plain_words_do(text: str) -> None:
     said = audit.plain(text)
     assert audit._spoken(text) == (bool(said) and not said.startswith(audit.NOT_SPEECH_OPENINGS))
+
+
+def test_the_reader_asks_wants_only_about_the_kinds_it_can_say_yes_to() -> None:
+    """``SecondReading.wanted`` lets the reader skip the call for every other settled line: for
+    any other type ``wants`` must say no, whatever the line holds."""
+    from runtime.engine.audit import SecondReading
+
+    reading = SecondReading(frozenset())
+    line = (b'{"type":"x","attachment":{"type":"queued_command","prompt":"hi"},'
+            b'"message":{"content":[{"type":"tool_use","name":"reply"}]}}')
+    blocks = [type("Block", (), {"type": "tool_use", "name": "mcp__x__reply"})()]
+    for kind in ("progress", "user", "system", "file-history-snapshot", "summary",
+                 "custom-title", "(no type)", "queue_operation", "Assistant", ""):
+        assert kind not in reading.wanted
+        assert reading.wants(line, kind, blocks) is False, kind
+    for kind in reading.wanted:  # each can say yes
+        assert reading.wants(line.replace(b'"x"', f'"{kind}"'.encode()), kind, blocks), kind
