@@ -4,7 +4,7 @@ A ``Record`` subclass is declared like a ``@dataclass(frozen=True)``: annotated 
 order (a base record's first), defaults, ``field(default_factory=...)``. One ``__init__``,
 ``__repr__``, ``__eq__``, ``__hash__`` and frozen ``__setattr__`` here serve every record;
 nothing is compiled per class. ``plan``/``dirty``/``fork`` start with these (issue 13):
-``dataclasses`` imports ``inspect`` (with ``ast``, ``dis``, ``tokenize``), ≈ 5 ms of a one-shot
+``dataclasses`` imports ``inspect`` (with ``ast``, ``dis``, ``tokenize``), ≈ 6 ms of a one-shot
 command where orjson does not import it itself (orjson < 3.9), and each frozen dataclass
 compiles its generated methods at import (``exec``, ≈ 0.1 ms apiece) wherever it runs.
 ``typing.dataclass_transform`` lets mypy check every constructor call and field type.
