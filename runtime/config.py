@@ -1,4 +1,5 @@
-"""The runtime config: one TOML file, validated by a JSON Schema, read into frozen dataclasses.
+"""The runtime config: one TOML file, validated by a JSON Schema, read into frozen records
+(``runtime.record``).
 
 ``load_config(path)`` is the only way in. Every key has a default (SPEC §3, §4), so ``None``
 gives a complete config without ``project_dir``; read-only commands work that way on an
@@ -11,14 +12,14 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
 from runtime.errors import ConfigError
+from runtime.record import Record, field
 
 ENV_VAR = "THREADLINE_CONFIG"
 
@@ -45,33 +46,7 @@ DEFAULT_POISON_PATTERNS: tuple[str, ...] = (
 DEFAULT_REPLY_TOOL_PATTERN = r"^mcp__[\w.-]*(companion|telegram)[\w.-]*__reply$"
 
 
-class _Frozen:
-    """``repr``, ``==`` and ``hash`` of a frozen dataclass as it would generate them, written
-    once: Python 3.11 compiles each generated method at import (≈ 0.1 ms apiece), and these
-    seven classes are on every command's start-up (issue 13). Each class says ``repr=False,
-    eq=False``; its ``__init__`` and the frozen ``__setattr__`` are still the dataclass's."""
-
-    __slots__ = ()
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
-        return f"{type(self).__qualname__}({shown})"
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._values() == other._values()
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-
-@dataclass(frozen=True, repr=False, eq=False)
-class SpeechTool(_Frozen):
+class SpeechTool(Record):
     """A deployment-specific tool whose argument at ``path`` (dotted) is carried as speech."""
 
     name: str
@@ -82,8 +57,7 @@ class SpeechTool(_Frozen):
         return tuple(self.path.split("."))
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class RebuildConfig(_Frozen):
+class RebuildConfig(Record):
     """SPEC §3 knobs: what a rebuild carries and when the session counts as dirty."""
 
     include_open_tail: bool = True
@@ -114,8 +88,7 @@ class RebuildConfig(_Frozen):
         return re.compile(self.reply_tool_pattern)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class TmuxConfig(_Frozen):
+class TmuxConfig(Record):
     """The tmux door: the pane claude runs in and the server's socket name."""
 
     target: str = ""
@@ -125,8 +98,7 @@ class TmuxConfig(_Frozen):
     socket_path: str = ""
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class SystemdConfig(_Frozen):
+class SystemdConfig(Record):
     """The systemd door: the unit claude runs as and its session pointer."""
 
     unit: str = ""
@@ -136,15 +108,13 @@ class SystemdConfig(_Frozen):
     sudo_user: str = ""
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class PointerConfig(_Frozen):
+class PointerConfig(Record):
     """The pointer door: the file the runner reads the session id from."""
 
     path: str = ""
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class SwitchConfig(_Frozen):
+class SwitchConfig(Record):
     """SPEC §4 knobs: how the running claude is switched and checked."""
 
     door: DoorKind = DoorKind.TMUX
@@ -168,8 +138,7 @@ class SwitchConfig(_Frozen):
     pointer: PointerConfig = field(default_factory=PointerConfig)
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class Config(_Frozen):
+class Config(Record):
     """The whole runtime config; ``source`` is the file it came from (None = defaults)."""
 
     project_dir: Path | None = None

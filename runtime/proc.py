@@ -14,18 +14,17 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 from runtime.errors import ProcError
+from runtime.record import Record
 
 if TYPE_CHECKING:  # imported where a command is run: fork and plan only write files
     import subprocess
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(Record):
     """Outcome of one command: argv, exit code and decoded output."""
 
     argv: tuple[str, ...]

@@ -252,15 +252,13 @@ def users_tmux(config: Config, host: Host, profile: Profile) -> Config:
     """``config`` whose tmux door addresses the agent user's server by its socket path when
     accept runs as someone else (root): the door's ``-L NAME`` would look in root's own socket
     folder and find no pane (apply reaches it the same way, provision.introspect.tmux_base)."""
-    from dataclasses import replace
-
     from provision.introspect import user_socket_path
     from runtime.doors.kind import DoorKind
 
     path = user_socket_path(host, profile) if config.switch.door is DoorKind.TMUX else ""
     if not path:
         return config
-    tmux = replace(config.switch.tmux, socket_path=path)
-    return replace(config, switch=replace(config.switch, tmux=tmux))
+    tmux = config.switch.tmux.replace(socket_path=path)
+    return config.replace(switch=config.switch.replace(tmux=tmux))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -27,6 +26,7 @@ from runtime.engine.tokens import apply_cap, estimate_tokens, poison_hits
 from runtime.engine.transcript import Progress, ReadStats, no_cycle_collection, scan
 from runtime.engine.turns import CompactSummary, Turn, TurnBuilder
 from runtime.errors import BlockedError, NothingToCarryError
+from runtime.record import Record
 
 if TYPE_CHECKING:  # the audit and read-back are Claude's: imported where they run (Codex's
     # plan and fork never load them, nor the Claude classifier readback brings)
@@ -39,8 +39,7 @@ if TYPE_CHECKING:  # the audit and read-back are Claude's: imported where they r
 HOLD_CHARS = 4_000_000
 
 
-@dataclass(frozen=True)
-class Build:
+class Build(Record):
     """Everything one read of a transcript says about rebuilding it."""
 
     source: Path

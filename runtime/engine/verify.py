@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,6 +21,7 @@ from runtime.engine.candidate import Build
 from runtime.engine.items import ManifestEntry, sha256_text
 from runtime.engine.speech import SPEECH_KINDS, read_mark, valid_timestamp
 from runtime.errors import VerificationError
+from runtime.record import Record
 
 CHECKS: tuple[str, ...] = (
     "mode",
@@ -42,8 +42,7 @@ CHECKS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class VerifyReport:
+class VerifyReport(Record):
     """A passed verification: what was checked and the per-kind audit."""
 
     path: Path

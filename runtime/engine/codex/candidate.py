@@ -14,7 +14,6 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
@@ -31,7 +30,6 @@ from runtime.engine.turns import Turn, TurnBuilder
 DROPPED_META = ("history_base", "forked_from_id", "forked_from_ordinal_exclusive")
 
 
-@dataclass(frozen=True)
 class CodexBuild(claude.Build):
     """A Claude-shaped build plus what the rollout's line 0 needs."""
 

@@ -16,6 +16,8 @@ from runtime import package_version
 from runtime.cli import _engine_command, build_parser, formatter, main
 from runtime.errors import ConfigError
 from tests.conftest import REPO
+from tests.runtime.codex_rollouts import Rollout
+from tests.runtime.helpers import conversation
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -121,14 +123,52 @@ def test_the_formatter_takes_the_width_argparse_would_without_importing_shutil(
     assert (ours._width, ours._max_help_position) == (theirs._width, theirs._max_help_position)
 
 
-def test_a_plan_run_imports_neither_shutil_nor_the_other_commands(tmp_path: Path) -> None:
-    # only what the run adds: site itself may import shutil (a .pth such as certifi's
-    # importlib.resources on some installs), which no command can avoid
-    code = ("import sys; watched = ('shutil', 'runtime.cli.ops', 'shlex', 'typing_extensions'); "
-            "before = {m for m in watched if m in sys.modules}; "
-            "from runtime.cli import main; "
-            f"main(['plan', '--json', '--transcript', {str(tmp_path / 'none.jsonl')!r}]); "
-            "print([m for m in watched if m in sys.modules and m not in before])")
+def added_modules(argv: list[str], watched: tuple[str, ...],
+                  forgotten: tuple[str, ...] = ()) -> list[str]:
+    """Which of ``watched`` a run of ``main(argv)`` in a fresh interpreter imports itself.
+
+    Only what the run adds: site may import shutil (a .pth such as certifi's
+    importlib.resources on some installs), which no command can avoid. ``forgotten`` modules
+    are dropped from ``sys.modules`` after ``import orjson`` (which orjson >= 3.9 makes
+    import ``dataclasses`` and ``inspect``; the bare scan of issue 13 pays that too), so a
+    run that imports one of them again shows."""
+    code = ("import sys, orjson\n"
+            f"for name in {forgotten!r}: sys.modules.pop(name, None)\n"
+            f"watched = {watched!r}\n"
+            "before = {m for m in watched if m in sys.modules}\n"
+            "from runtime.cli import main\n"
+            f"main({argv!r})\n"
+            "print('added:', *[m for m in watched if m in sys.modules and m not in before])\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                           text=True, check=True)
-    assert done.stdout == "[]\n"
+    last = done.stdout.splitlines()[-1].split()  # after the command's own output
+    assert last[0] == "added:", done.stdout[-500:]
+    return last[1:]
+
+
+def test_a_plan_run_imports_neither_shutil_nor_the_other_commands(tmp_path: Path) -> None:
+    watched = ("shutil", "runtime.cli.ops", "shlex", "typing_extensions")
+    argv = ["plan", "--json", "--transcript", str(tmp_path / "none.jsonl")]
+    assert added_modules(argv, watched) == []
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+@pytest.mark.parametrize("command", ["plan", "dirty", "fork"])
+def test_plan_dirty_and_fork_import_neither_dataclasses_nor_inspect(
+        tmp_path: Path, command: str, agent: str) -> None:
+    """dataclasses imports inspect (ast, dis, tokenize): ≈ 5 ms of a one-shot command where
+    orjson does not import it already (issue 13); the runtime's records do without."""
+    if agent == "codex":
+        rollout = Rollout()
+        rollout.exchange("hi", "hello")
+        rollout.tool_round()
+        source = rollout.write(tmp_path / "sessions")
+    else:
+        source = conversation().write(tmp_path / "source.jsonl")
+    argv = [command, "--json", "--transcript", str(source)]
+    if command == "fork":
+        config = tmp_path / "config.toml"
+        config.write_text("[rebuild]\npoison_threshold = 1000000\n")
+        argv += ["--config", str(config), "--into", str(tmp_path / "forks")]
+    forgotten = ("dataclasses", "inspect")
+    assert added_modules(argv, forgotten, forgotten) == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -154,7 +153,7 @@ def test_speech_recognised_but_not_in_the_turns_fails_the_recognition_audit(
 ) -> None:
     built, path = written(tmp_path)
     counts = {**built.counts, "source": {**built.counts["source"], "channel": 2}}
-    lying = dataclasses.replace(built, counts=counts)
+    lying = built.replace(counts=counts)
     with pytest.raises(VerificationError, match="check 'recognition_audit'.*channel: source 2"):
         verify_candidate(path, lying)
 
@@ -163,7 +162,7 @@ def test_the_reader_and_the_turns_must_agree_per_kind(tmp_path: Path) -> None:
     built, path = written(tmp_path)
     counts = {**built.counts, "reader": {**built.counts["reader"], "queued": 0}}
     with pytest.raises(VerificationError, match="queued: the reader recognised 0"):
-        verify_candidate(path, dataclasses.replace(built, counts=counts))
+        verify_candidate(path, built.replace(counts=counts))
 
 
 def test_turns_left_out_by_the_cap_are_accounted_for_in_the_audit(tmp_path: Path) -> None:

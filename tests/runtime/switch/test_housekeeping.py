@@ -3,7 +3,6 @@ stay."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ def _finished(world: World, state: State) -> str:
 def test_pruning_drops_old_artifacts_but_keeps_records_the_newest_activated_and_the_finisher(
     world: World,
 ) -> None:
-    config = replace(world.config, switch=replace(world.config.switch, keep_operations=2))
+    config = world.config.replace(switch=world.config.switch.replace(keep_operations=2))
     activated = _finished(world, State.ACTIVATED)
     old = [_finished(world, State.FAILED) for _ in range(3)]
     finisher = _finished(world, State.ROLLED_BACK)

@@ -282,15 +282,13 @@ def test_doctor_fails_the_state_dir_check_when_it_names_a_file_or_sits_below_one
 ) -> None:
     """The state_dir row said ok for a path that can never hold operations; a state_dir that
     does not exist yet is still fine (the first request creates it)."""
-    from dataclasses import replace
-
     world = make_world(tmp_path)
     afile = tmp_path / "afile"
     afile.write_text("")
     for bad in (afile, afile / "below"):
-        check = ops.doctor(replace(world.config, state_dir=bad))["checks"]["state_dir"]
+        check = ops.doctor(world.config.replace(state_dir=bad))["checks"]["state_dir"]
         assert check["ok"] is False and str(bad) in check["detail"]
-    fresh = ops.doctor(replace(world.config, state_dir=tmp_path / "not" / "yet"))
+    fresh = ops.doctor(world.config.replace(state_dir=tmp_path / "not" / "yet"))
     assert fresh["checks"]["state_dir"]["ok"] is True
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from runtime.switch import worker
@@ -15,7 +14,7 @@ def test_a_worker_that_ends_its_operation_prunes_artifacts_beyond_keep_operation
 ) -> None:
     world = make_world(tmp_path)
     store = world.store.ensure()
-    config = replace(world.config, switch=replace(world.config.switch, keep_operations=1))
+    config = world.config.replace(switch=world.config.switch.replace(keep_operations=1))
     older = []
     for _ in range(3):
         op = store.create(reason={"reason": "old", "source": "test"}, bound_session_id=None,
