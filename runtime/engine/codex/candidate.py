@@ -183,7 +183,22 @@ def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict
     Every ``UserMessage``/``user_message`` copy must equal a recognised human text, every
     ``AgentMessage``/``agent_message`` copy a recognised assistant text or the compaction
     summary; whatever is left over is speech the allowlist did not recognise.
+
+    Codex writes each copy next to its message, so the copies usually come in the order of
+    the texts: when each copy of a role equals a text later than the last one matched, every
+    copy is recognised (a multiset match cannot fail then), without hashing each text.
     """
+    candidates = {"user ui copy": len(classifier.ui_user),
+                  "assistant ui copy": len(classifier.ui_assistant)}
+    spoken: dict[str, list[str]] = {"user": [], "assistant": []}
+    for turn in turns:
+        for utt in turn.items:
+            spoken.setdefault(utt.role, []).append(utt.text)
+    spoken["assistant"] += [summary.utterance.text for summary in sink.summaries]
+    if _in_order(classifier.ui_user, spoken["user"]) and _in_order(
+        classifier.ui_assistant, spoken["assistant"]
+    ):
+        return {"candidates": candidates, "unrecognised": {}, "first_lines": []}
     said: Counter[tuple[str, str]] = Counter()
     for turn in turns:
         for utt in turn.items:
@@ -202,12 +217,21 @@ def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict
                 unrecognised[f"{role} ui copy"] += 1
                 if len(first) < 20:
                     first.append({"shape": f"{role} ui copy", "chars": len(text)})
-    return {
-        "candidates": {"user ui copy": len(classifier.ui_user),
-                       "assistant ui copy": len(classifier.ui_assistant)},
-        "unrecognised": dict(unrecognised),
-        "first_lines": first,
-    }
+    return {"candidates": candidates, "unrecognised": dict(unrecognised), "first_lines": first}
+
+
+def _in_order(copies: list[str], texts: list[str]) -> bool:
+    """Each non-blank copy equals one of ``texts``, each later than the one before."""
+    at, end = 0, len(texts)
+    for copy in copies:
+        if not copy or copy.isspace():  # = not copy.strip(), as the match below skips it
+            continue
+        while at < end and texts[at] != copy:
+            at += 1
+        if at == end:
+            return False
+        at += 1
+    return True
 
 
 def _within(role: str, text: str, said: Counter[tuple[str, str]]) -> bool:

@@ -62,6 +62,27 @@ def test_typed_messages_are_speech_and_ui_copies_are_not_counted_twice(tmp_path:
     assert built.details["recognition_audit"]["unrecognised"] == {}
 
 
+@pytest.mark.parametrize("stray", [False, True])
+def test_the_audit_matches_copies_in_any_order_and_names_a_copy_nothing_said(
+    tmp_path: Path, stray: bool
+) -> None:
+    rollout = Rollout()
+    rollout.start(harness=True)
+    for text in ("first", "second"):  # the messages, their copies written later, swapped
+        rollout.message("user", [{"type": "input_text", "text": text}],
+                        {"content_item_kinds": ["user.text"]})
+    for text in ("second", "first"):
+        rollout.event("item_completed", item={"type": "UserMessage", "id": text,
+                                              "content": [{"type": "text", "text": text}]})
+    rollout.assistant("reply")
+    if stray:
+        rollout.event("item_completed", item={"type": "AgentMessage", "id": "stray",
+                                              "content": [{"type": "Text", "text": "unsaid"}]})
+    audit = candidate.build(rollout.write(tmp_path), Config()).details["recognition_audit"]
+    assert audit["candidates"] == {"user ui copy": 2, "assistant ui copy": 1 + stray}
+    assert audit["unrecognised"] == ({"assistant ui copy": 1} if stray else {})
+
+
 def test_environment_context_and_developer_messages_are_harness_not_speech(
     tmp_path: Path,
 ) -> None:
