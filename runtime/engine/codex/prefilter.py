@@ -418,28 +418,25 @@ class Prefilter:
             text = ""
         else:
             text = "".join([p.text for p in content if p.text is not msgspec.UNSET])
-        if item.type == "UserMessage":
-            self.classifier.ui_user.append(text)
-        else:
-            self.classifier.ui_assistant.append(text)
+        self.classifier.keep_copy("user" if item.type == "UserMessage" else "assistant", text)
         return True
 
     def _user_copy(self, payload: _Payload | _CopyPayload) -> bool:
-        return _legacy_copy(payload, self.classifier.ui_user)
+        return _legacy_copy(payload, self.classifier, "user")
 
     def _agent_copy(self, payload: _Payload | _CopyPayload) -> bool:
-        return _legacy_copy(payload, self.classifier.ui_assistant)
+        return _legacy_copy(payload, self.classifier, "assistant")
 
 
-def _legacy_copy(payload: _Payload | _CopyPayload, copies: list[str]) -> bool:
-    """A legacy ``user_message``/``agent_message`` event's text to ``copies``; False when its
-    ``message`` is neither a string nor null (the full parse decides)."""
+def _legacy_copy(payload: _Payload | _CopyPayload, classifier: Classifier, role: str) -> bool:
+    """A legacy ``user_message``/``agent_message`` event's text to ``role``'s copies; False
+    when its ``message`` is neither a string nor null (the full parse decides)."""
     try:
         message = _decode_message(payload.message)
     except msgspec.DecodeError:
         return False
     if message is not None:
-        copies.append(message)
+        classifier.keep_copy(role, message)
     return True
 
 

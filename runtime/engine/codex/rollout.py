@@ -225,6 +225,10 @@ class Classifier:
         self.trigger: Any = None
         self.ui_user: list[str] = []  # event_msg copies: the audit's second witness
         self.ui_assistant: list[str] = []
+        # by role, the last text said and the last UI copy not yet paired with each other: a
+        # copy equal to its message's text is kept as that same string (held once, not twice)
+        self.said: dict[str, str | None] = {}
+        self.copied: dict[str, str | None] = {}
         self.last_timestamp: str | None = None
 
     def event(self, event: dict[str, Any], size: int, where: str) -> None:
@@ -265,13 +269,26 @@ class Classifier:
         if sub == "item_completed" and type(item) is dict:
             texts = [str(p.get("text")) for p in _parts(item.get("content")) if "text" in p]
             if item.get("type") == "UserMessage":
-                self.ui_user.append("".join(texts))
+                self.keep_copy("user", "".join(texts))
             elif item.get("type") == "AgentMessage":
-                self.ui_assistant.append("".join(texts))
+                self.keep_copy("assistant", "".join(texts))
         elif sub == "user_message" and type(payload.get("message")) is str:
-            self.ui_user.append(payload["message"])
+            self.keep_copy("user", payload["message"])
         elif sub == "agent_message" and type(payload.get("message")) is str:
-            self.ui_assistant.append(payload["message"])
+            self.keep_copy("assistant", payload["message"])
+
+    def keep_copy(self, role: str, text: str) -> None:
+        """Keep a UI copy for the audit; one equal to the text its role said last (and not yet
+        paired) is kept as that text's own string, so a paste is held once, not twice. Codex
+        writes the user's copy after its message, the assistant's before: ``_speak`` pairs
+        that way round."""
+        said = self.said.get(role)
+        if said is not None and said == text:
+            text = said
+            self.said[role] = self.copied[role] = None
+        else:
+            self.copied[role] = text
+        (self.ui_user if role == "user" else self.ui_assistant).append(text)
 
     def _message(
         self, event: dict[str, Any], payload: dict[str, Any], size: int, where: str
@@ -374,6 +391,12 @@ class Classifier:
         self.stats.speech[kind] += 1
         if self.sink is None:
             return
+        copied = self.copied.get(role)
+        if copied is not None and copied == text:  # its UI copy, written before it
+            text = copied
+            self.said[role] = self.copied[role] = None
+        else:
+            self.said[role] = text
         good = valid_timestamp(stamp)
         if good:
             self.last_timestamp = stamp
