@@ -63,9 +63,10 @@ def test_typed_messages_are_speech_and_ui_copies_are_not_counted_twice(tmp_path:
     assert built.details["recognition_audit"]["unrecognised"] == {}
 
 
+@pytest.mark.parametrize("lay_out", [True, False])  # fork keeps every text; plan lets go
 @pytest.mark.parametrize("stray", [False, True])
 def test_the_audit_matches_copies_in_any_order_and_names_a_copy_nothing_said(
-    tmp_path: Path, stray: bool
+    tmp_path: Path, stray: bool, lay_out: bool
 ) -> None:
     rollout = Rollout()
     rollout.start(harness=True)
@@ -79,7 +80,8 @@ def test_the_audit_matches_copies_in_any_order_and_names_a_copy_nothing_said(
     if stray:
         rollout.event("item_completed", item={"type": "AgentMessage", "id": "stray",
                                               "content": [{"type": "Text", "text": "unsaid"}]})
-    audit = candidate.build(rollout.write(tmp_path), Config()).details["recognition_audit"]
+    path = rollout.write(tmp_path)
+    audit = candidate.build(path, Config(), lay_out=lay_out).details["recognition_audit"]
     assert audit["candidates"] == {"user ui copy": 2, "assistant ui copy": 1 + stray}
     assert audit["unrecognised"] == ({"assistant ui copy": 1} if stray else {})
 
