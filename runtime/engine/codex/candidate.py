@@ -140,14 +140,24 @@ def _build(
     source: Path, config: Config, new_session_id: str | None, progress: Progress | None,
     lay_out: bool,
 ) -> CodexBuild:
-    """Read ``source`` once and lay out the rebuilt rollout (nothing is written)."""
-    sink = TurnBuilder()
-    read, ledger, classifier, lines = scan(Path(source), sink, progress)
+    """Read ``source`` once and lay out the rebuilt rollout (nothing is written).
+
+    Without a lay-out (``plan``) the texts of the turns past the poison window are let go
+    once more than ``claude.HOLD_CHARS`` characters are held (``claude._Shedding``, their
+    token estimates kept) and the UI copies are only paired and counted, not kept: the audit
+    reads the file again in the rare case a copy met no text beside it.
+    """
+    sink: TurnBuilder = TurnBuilder()
+    if not lay_out:  # Codex items carry no turn stamp, so none enters the token estimate
+        knobs = config.rebuild.replace(stamp_turns=False)
+        sink = claude._Shedding(config.replace(rebuild=knobs), None, None, claude.HOLD_CHARS)
+    read, ledger, classifier, lines = scan(Path(source), sink, progress, hold_copies=lay_out)
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps: list[str | None] = [None] * len(turns)  # Codex items stay text-only, verbatim
     plan = claude._select(sink, turns, stamps, config)
-    audit = _audit(classifier, turns, sink)
+    audit = _audit(classifier, turns, sink) if lay_out or not classifier.unpaired else _reread(
+        Path(source))
     if plan.blocked is None and audit["unrecognised"] and (
         config.rebuild.unrecognised_speech == "block"
     ):
@@ -175,13 +185,37 @@ def _new_meta(source: dict[str, Any], session: str) -> dict[str, Any]:
 build = claude.builder(_build)
 
 
+def _reread(source: Path) -> dict[str, Any]:
+    """The audit of ``source`` read again with every text and copy kept."""
+    sink = TurnBuilder()
+    _, _, classifier, _ = scan(source, sink)
+    return _audit(classifier, sink.finish(), sink)
+
+
 def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict[str, Any]:
     """The UI copies Codex wrote (``event_msg``) as a second witness: each must be recognised.
 
     Every ``UserMessage``/``user_message`` copy must equal a recognised human text, every
     ``AgentMessage``/``agent_message`` copy a recognised assistant text or the compaction
     summary; whatever is left over is speech the allowlist did not recognise.
+
+    Codex writes each copy next to its message, so the copies usually come in the order of
+    the texts: when each copy of a role equals a text later than the last one matched, every
+    copy is recognised (a multiset match cannot fail then), without hashing each text.
     """
+    candidates = {"user ui copy": classifier.copy_counts["user"],
+                  "assistant ui copy": classifier.copy_counts["assistant"]}
+    if not classifier.unpaired:  # each copy met its message's text (rollout.keep_copy)
+        return {"candidates": candidates, "unrecognised": {}, "first_lines": []}
+    spoken: dict[str, list[str]] = {"user": [], "assistant": []}
+    for turn in turns:
+        for utt in turn.items:
+            spoken.setdefault(utt.role, []).append(utt.text)
+    spoken["assistant"] += [summary.utterance.text for summary in sink.summaries]
+    if _in_order(classifier.ui_user, spoken["user"]) and _in_order(
+        classifier.ui_assistant, spoken["assistant"]
+    ):
+        return {"candidates": candidates, "unrecognised": {}, "first_lines": []}
     said: Counter[tuple[str, str]] = Counter()
     for turn in turns:
         for utt in turn.items:
@@ -200,12 +234,21 @@ def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict
                 unrecognised[f"{role} ui copy"] += 1
                 if len(first) < 20:
                     first.append({"shape": f"{role} ui copy", "chars": len(text)})
-    return {
-        "candidates": {"user ui copy": len(classifier.ui_user),
-                       "assistant ui copy": len(classifier.ui_assistant)},
-        "unrecognised": dict(unrecognised),
-        "first_lines": first,
-    }
+    return {"candidates": candidates, "unrecognised": dict(unrecognised), "first_lines": first}
+
+
+def _in_order(copies: list[str], texts: list[str]) -> bool:
+    """Each non-blank copy equals one of ``texts``, each later than the one before."""
+    at, end = 0, len(texts)
+    for copy in copies:
+        if not copy or copy.isspace():  # = not copy.strip(), as the match below skips it
+            continue
+        while at < end and texts[at] != copy:
+            at += 1
+        if at == end:
+            return False
+        at += 1
+    return True
 
 
 def _within(role: str, text: str, said: Counter[tuple[str, str]]) -> bool:

@@ -4,16 +4,18 @@ All but the user and assistant messages of a rollout are noise: token records, t
 world states, reasoning, tool calls and outputs, developer messages, UI copies.
 ``Prefilter.unsettled`` runs the loop over the rollout's own lines: it decodes each into
 ``_Head`` — the envelope ``type``, the payload's ``type``, ``role`` and ``turn_attribution``,
-with a legacy copy's ``message`` left as raw bytes and, only when the caller keeps turns (the
-recognition audit reads the UI copies), ``item`` typed too (``_CopyHead``); ``msgspec`` skips
-every other field without building it — and books it exactly as
+a message's ``content``, ``id``, passthrough, timestamp and metadata, with a legacy copy's
+``message`` left as raw bytes and, only when the caller keeps turns (the recognition audit
+reads the UI copies), ``item`` typed too (``_CopyHead``); ``msgspec`` skips every other field
+without building it — and books it exactly as
 ``rollout.Classifier.event`` would: its type count, its reason, its bytes. A
 ``(type, payload type, role)`` key that no rule reads further is counted in the loop (count
 and bytes per key, added to the reports once at the end); ``take`` reads the rest: the queue
 trigger of ``task_started``, the texts of ``item_completed`` UserMessage/AgentMessage copies
-and legacy ``user_message``/``agent_message`` events. User and assistant messages are decoded
-once more into ``_Message``; one text part that surely speaks is booked by ``_one``, anything
-else is classified by ``Classifier.spoken``, the code the full parse uses for them too.
+and legacy ``user_message``/``agent_message`` events. User and assistant messages are read
+from that same head (one decode per line); one text part that surely speaks is booked by
+``_one``, anything else is classified by ``Classifier.spoken``, the code the full parse uses
+for them too.
 
 It settles only what it is sure of. A message with a rebuild's carry mark or a compaction
 summary, a line without an object ``payload`` or with a non-string type, an odd value where a
@@ -58,34 +60,6 @@ class _Attribution(msgspec.Struct, gc=False):
     turn_trigger: Any = None
 
 
-class _Payload(msgspec.Struct, gc=False):
-    type: str | None = None  # any other type: the line takes the full parse
-    role: str | None = None  # part of the loop's key: another type takes the full parse
-    turn_attribution: _Attribution | None = None  # task_started
-    item: msgspec.Raw = NULL  # item_completed (not read without the audit)
-    message: msgspec.Raw = NULL  # legacy user_message / agent_message
-
-
-class _Head(msgspec.Struct, gc=False):
-    type: str | None = None
-    payload: _Payload | None = None
-
-
-class _CopyPayload(msgspec.Struct, gc=False):
-    """``_Payload`` when the audit reads the UI copies: ``item`` typed in the same decode."""
-
-    type: str | None = None
-    role: str | None = None
-    turn_attribution: _Attribution | None = None
-    item: _Item | None = None  # another shape: the line takes the full parse
-    message: msgspec.Raw = NULL
-
-
-class _CopyHead(msgspec.Struct, gc=False):
-    type: str | None = None
-    payload: _CopyPayload | None = None
-
-
 class _TextPart(msgspec.Struct, gc=False):
     type: Any = None
     text: Any = None
@@ -96,30 +70,58 @@ class _Passthrough(msgspec.Struct, gc=False):
     content_item_metadata: Any = None
 
 
-class _MessagePayload(msgspec.Struct, gc=False):
-    role: Any = None
-    id: Any = None
-    content: list[_TextPart] | str | None = None
-    internal_chat_message_metadata_passthrough: _Passthrough | None = None
-
-
 class _Metadata(msgspec.Struct, gc=False):
     compaction_output: Any = None
 
 
-class _Message(msgspec.Struct, gc=False):
-    """A user or assistant message line: what ``Classifier.spoken`` reads."""
+class _MessageFields(msgspec.Struct, gc=False):
+    """What ``Classifier.spoken`` reads of a user or assistant message's payload, typed in the
+    head's decode (one decode per message line; reasoning's ``content: null`` fits too)."""
 
-    payload: _MessagePayload
+    id: Any = None
+    content: list[_TextPart] | str | None = None  # another shape: the line takes the full parse
+    internal_chat_message_metadata_passthrough: _Passthrough | None = None
+
+
+class _Payload(_MessageFields, gc=False):
+    type: str | None = None  # any other type: the line takes the full parse
+    role: str | None = None  # part of the loop's key: another type takes the full parse
+    turn_attribution: _Attribution | None = None  # task_started
+    item: msgspec.Raw = NULL  # item_completed (not read without the audit)
+    message: msgspec.Raw = NULL  # legacy user_message / agent_message
+
+
+class _CopyPayload(_MessageFields, gc=False):
+    """``_Payload`` when the audit reads the UI copies: ``item`` typed in the same decode."""
+
+    type: str | None = None
+    role: str | None = None
+    turn_attribution: _Attribution | None = None
+    item: _Item | None = None  # another shape: the line takes the full parse
+    message: msgspec.Raw = NULL
+
+
+class _Envelope(msgspec.Struct, gc=False):
+    """A message line's envelope fields (read only for user and assistant messages)."""
+
     timestamp: Any = None
-    metadata: _Metadata | None = None
-    threadline: Any = None  # a rebuild's carry mark: such lines take the full parse
+    metadata: _Metadata | None = None  # the compaction summary's compaction_output
+    threadline: Any = None  # a rebuild's carry mark: such messages take the full parse
+
+
+class _Head(_Envelope, gc=False):
+    type: str | None = None
+    payload: _Payload | None = None
+
+
+class _CopyHead(_Envelope, gc=False):
+    type: str | None = None
+    payload: _CopyPayload | None = None
 
 
 _decode_head = msgspec.json.Decoder(_Head).decode
 _decode_copy_head = msgspec.json.Decoder(_CopyHead).decode
 _NO_HEAD = _Head()  # what a line msgspec rejects gives: no payload, the full parse decides
-_decode_line = msgspec.json.Decoder(_Message).decode
 _decode_message = msgspec.json.Decoder(str | None).decode
 COPIES = ("UserMessage", "AgentMessage")
 
@@ -195,7 +197,7 @@ class Prefilter:
                         tally[1] += size
                         continue
                 elif key in _MESSAGES:  # what take would do, without its type tests
-                    if (line.isascii() or _utf8(line)) and message(line, size, lineno):
+                    if (line.isascii() or _utf8(line)) and message(head, size, lineno):
                         continue
                 elif (read := events.get(key)) is not None:
                     if (line.isascii() or _utf8(line)) and read[0](self, payload):
@@ -242,7 +244,7 @@ class Prefilter:
             if sub == "message":
                 role = payload.role
                 if role == "user" or role == "assistant":
-                    return self._message(line, size, lineno)
+                    return self._message(head, size, lineno)
                 key, category = "response_item:message", "harness_message"
             else:
                 key, category = f"response_item:{sub}", rules.ITEM_CATEGORY.get(sub)
@@ -279,25 +281,25 @@ class Prefilter:
             self.noise[category] += size
         return True
 
-    def _message(self, line: bytes, size: int, lineno: int) -> bool:
-        """A user or assistant message of the usual shape, classified from its typed parts.
+    def _message(self, message: _Head | _CopyHead, size: int, lineno: int) -> bool:
+        """A user or assistant message of the usual shape, classified from the parts its head
+        decode typed.
 
-        Declined: a rebuild's mark (its lead part and kind), a compaction summary, any field
-        of another shape than the typed one.
+        Declined: a rebuild's mark (its lead part and kind), a compaction summary (a field of
+        another shape than the typed one never gets here: the head decode rejected it).
         """
-        try:
-            message = _decode_line(line)
-        except msgspec.DecodeError:
-            return False
         metadata = message.metadata
         if type(message.threadline) is dict or (
             metadata is not None and metadata.compaction_output is True
         ):
             return False
         payload = message.payload
+        if payload is None or payload.role is None:
+            return False
         content = payload.content
-        if type(content) is list and len(content) == 1 and self._one(message, content[0], size,
-                                                                     lineno):
+        if type(content) is list and len(content) == 1 and self._one(
+            message, payload, content[0], size, lineno
+        ):
             return True
         if content is None:
             parts: list[tuple[Any, Any]] = []
@@ -317,7 +319,8 @@ class Prefilter:
             self.spoke["response_item:message"] += 1
         return True
 
-    def _one(self, message: _Message, part: _TextPart, size: int, lineno: int) -> bool:
+    def _one(self, message: _Head | _CopyHead, payload: _Payload | _CopyPayload, part: _TextPart,
+             size: int, lineno: int) -> bool:
         """A message of one text part that surely speaks, booked as ``Classifier.spoken`` would.
 
         False (nothing booked) for any other case: ``spoken`` decides those.
@@ -325,10 +328,9 @@ class Prefilter:
         text = part.text
         if type(text) is not str or not text or text.isspace():  # = not text.strip(), no copy
             return False
-        payload = message.payload
         role = payload.role
         ptype = part.type
-        if type(ptype) is not str:
+        if type(ptype) is not str or role is None:
             return False
         if role == "assistant":
             if ptype not in rules.ASSISTANT_TEXT_PARTS:
@@ -416,28 +418,25 @@ class Prefilter:
             text = ""
         else:
             text = "".join([p.text for p in content if p.text is not msgspec.UNSET])
-        if item.type == "UserMessage":
-            self.classifier.ui_user.append(text)
-        else:
-            self.classifier.ui_assistant.append(text)
+        self.classifier.keep_copy("user" if item.type == "UserMessage" else "assistant", text)
         return True
 
     def _user_copy(self, payload: _Payload | _CopyPayload) -> bool:
-        return _legacy_copy(payload, self.classifier.ui_user)
+        return _legacy_copy(payload, self.classifier, "user")
 
     def _agent_copy(self, payload: _Payload | _CopyPayload) -> bool:
-        return _legacy_copy(payload, self.classifier.ui_assistant)
+        return _legacy_copy(payload, self.classifier, "assistant")
 
 
-def _legacy_copy(payload: _Payload | _CopyPayload, copies: list[str]) -> bool:
-    """A legacy ``user_message``/``agent_message`` event's text to ``copies``; False when its
-    ``message`` is neither a string nor null (the full parse decides)."""
+def _legacy_copy(payload: _Payload | _CopyPayload, classifier: Classifier, role: str) -> bool:
+    """A legacy ``user_message``/``agent_message`` event's text to ``role``'s copies; False
+    when its ``message`` is neither a string nor null (the full parse decides)."""
     try:
         message = _decode_message(payload.message)
     except msgspec.DecodeError:
         return False
     if message is not None:
-        copies.append(message)
+        classifier.keep_copy(role, message)
     return True
 
 

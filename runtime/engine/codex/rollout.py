@@ -218,13 +218,21 @@ class Lines:
 class Classifier:
     """The Codex speech allowlist applied line by line (rules as data in ``rules``)."""
 
-    def __init__(self, stats: ReadStats, ledger: Ledger, sink: TurnBuilder | None) -> None:
+    def __init__(self, stats: ReadStats, ledger: Ledger, sink: TurnBuilder | None,
+                 hold_copies: bool = True) -> None:
         self.stats = stats
         self.ledger = ledger
         self.sink = sink
         self.trigger: Any = None
         self.ui_user: list[str] = []  # event_msg copies: the audit's second witness
         self.ui_assistant: list[str] = []
+        self.hold_copies = hold_copies  # False: copies are counted and paired, not kept
+        self.copy_counts = {"user": 0, "assistant": 0}
+        # by role, the last text said and the last UI copy not yet paired with each other: a
+        # copy equal to its message's text is kept as that same string (held once, not twice)
+        self.said: dict[str, str | None] = {}
+        self.copied: dict[str, str | None] = {}
+        self.unpaired = 0  # non-blank copies that met no text of their message (yet)
         self.last_timestamp: str | None = None
 
     def event(self, event: dict[str, Any], size: int, where: str) -> None:
@@ -265,13 +273,29 @@ class Classifier:
         if sub == "item_completed" and type(item) is dict:
             texts = [str(p.get("text")) for p in _parts(item.get("content")) if "text" in p]
             if item.get("type") == "UserMessage":
-                self.ui_user.append("".join(texts))
+                self.keep_copy("user", "".join(texts))
             elif item.get("type") == "AgentMessage":
-                self.ui_assistant.append("".join(texts))
+                self.keep_copy("assistant", "".join(texts))
         elif sub == "user_message" and type(payload.get("message")) is str:
-            self.ui_user.append(payload["message"])
+            self.keep_copy("user", payload["message"])
         elif sub == "agent_message" and type(payload.get("message")) is str:
-            self.ui_assistant.append(payload["message"])
+            self.keep_copy("assistant", payload["message"])
+
+    def keep_copy(self, role: str, text: str) -> None:
+        """Keep a UI copy for the audit; one equal to the text its role said last (and not yet
+        paired) is kept as that text's own string, so a paste is held once, not twice. Codex
+        writes the user's copy after its message, the assistant's before: ``_speak`` pairs
+        that way round."""
+        self.copy_counts[role] += 1
+        said = self.said.get(role)
+        if said is not None and said == text:
+            text = said
+            self.said[role] = self.copied[role] = None
+        else:
+            self.copied[role] = text
+            self.unpaired += bool(text) and not text.isspace()
+        if self.hold_copies:
+            (self.ui_user if role == "user" else self.ui_assistant).append(text)
 
     def _message(
         self, event: dict[str, Any], payload: dict[str, Any], size: int, where: str
@@ -374,6 +398,13 @@ class Classifier:
         self.stats.speech[kind] += 1
         if self.sink is None:
             return
+        copied = self.copied.get(role)
+        if copied is not None and copied == text:  # its UI copy, written before it
+            text = copied
+            self.said[role] = self.copied[role] = None
+            self.unpaired -= 1
+        else:
+            self.said[role] = text
         good = valid_timestamp(stamp)
         if good:
             self.last_timestamp = stamp
@@ -486,16 +517,17 @@ def scan(
     progress: Progress | None = None,
     *,
     fast: bool | None = None,
+    hold_copies: bool = True,
 ) -> tuple[ReadStats, Ledger, Classifier, Lines]:
     """Read ``path`` once (parents inlined) and classify every line.
 
     ``fast`` (default ``FAST``) lets ``prefilter.Prefilter`` book the lines that carry no
     speech from a typed head; False parses every line, the reference the tests hold the fast
-    path to.
+    path to. ``hold_copies`` False: the UI copies are counted and paired, not kept.
     """
     stats = ReadStats()
     ledger = Ledger(rules.NOISE_CATEGORIES)
-    classifier = Classifier(stats, ledger, sink)
+    classifier = Classifier(stats, ledger, sink, hold_copies)
     lines = Lines(Path(path), stats, ledger)
     if FAST if fast is None else fast:
         lines.prefilter = Prefilter(classifier, lines.path.name)

@@ -11,6 +11,7 @@ import pytest
 
 from runtime.cli import main
 from runtime.config import Config
+from runtime.engine import candidate as claude_candidate
 from runtime.engine.codex import candidate
 from runtime.engine.codex.verify import verify_rollout
 from runtime.errors import VerificationError
@@ -187,3 +188,21 @@ def test_forcing_codex_on_a_claude_transcript_is_a_one_line_error(
     code, out, err = run(capsys, "fork", "--transcript", str(path), "--agent", "codex")
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "does not start with session_meta" in err and str(path) in err
+
+
+@pytest.mark.parametrize("hold", [0, 10**9])
+def test_plan_lets_the_old_turns_texts_go_and_reports_as_a_fork_read_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold: int
+) -> None:
+    rollout = Rollout()
+    for n in range(15):  # more turns than the poison window (10)
+        rollout.exchange(f"prompt {n} → " * 40, f"reply {n} — " * 40)
+    path = rollout.write(tmp_path)
+    held = candidate.build(path, Config())  # a fork's read: every text kept
+    monkeypatch.setattr(claude_candidate, "HOLD_CHARS", hold)
+    planned = candidate.build(path, Config(), lay_out=False)
+    assert planned.details == held.details
+    assert planned.counts == held.counts
+    first = [u.text for u in planned.turns[0].items]
+    assert first == (["", ""] if hold == 0 else ["prompt 0 → " * 40, "reply 0 — " * 40])
+    assert planned.turns[-1].items[0].text == "prompt 14 → " * 40

@@ -14,6 +14,7 @@ from runtime.agents.detect import detect
 from runtime.config import Config
 from runtime.engine.codex import candidate
 from runtime.engine.codex.rollout import scan
+from runtime.engine.turns import TurnBuilder
 from runtime.errors import ConfigError, TranscriptError
 from tests.fixtures.transcripts import Transcript
 from tests.runtime.codex_rollouts import ENV_CONTEXT, Rollout
@@ -60,6 +61,44 @@ def test_typed_messages_are_speech_and_ui_copies_are_not_counted_twice(tmp_path:
                                       "assistant_text": 2}
     assert built.read.ignored_types["event_msg:item_completed"] == 4
     assert built.details["recognition_audit"]["unrecognised"] == {}
+
+
+@pytest.mark.parametrize("lay_out", [True, False])  # fork keeps every text; plan lets go
+@pytest.mark.parametrize("stray", [False, True])
+def test_the_audit_matches_copies_in_any_order_and_names_a_copy_nothing_said(
+    tmp_path: Path, stray: bool, lay_out: bool
+) -> None:
+    rollout = Rollout()
+    rollout.start(harness=True)
+    for text in ("first", "second"):  # the messages, their copies written later, swapped
+        rollout.message("user", [{"type": "input_text", "text": text}],
+                        {"content_item_kinds": ["user.text"]})
+    for text in ("second", "first"):
+        rollout.event("item_completed", item={"type": "UserMessage", "id": text,
+                                              "content": [{"type": "text", "text": text}]})
+    rollout.assistant("reply")
+    if stray:
+        rollout.event("item_completed", item={"type": "AgentMessage", "id": "stray",
+                                              "content": [{"type": "Text", "text": "unsaid"}]})
+    path = rollout.write(tmp_path)
+    audit = candidate.build(path, Config(), lay_out=lay_out).details["recognition_audit"]
+    assert audit["candidates"] == {"user ui copy": 2, "assistant ui copy": 1 + stray}
+    assert audit["unrecognised"] == ({"assistant ui copy": 1} if stray else {})
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_ui_copy_is_held_as_the_string_of_its_message(tmp_path: Path, fast: bool) -> None:
+    rollout = Rollout()
+    for _ in range(2):  # the same words twice: each copy pairs with its own message only
+        rollout.exchange("a long paste → " * 50, "a reply — " * 50)
+    sink = TurnBuilder()
+    _, _, classifier, _ = scan(rollout.write(tmp_path), sink, fast=fast)
+    said = [u.text for turn in sink.finish() for u in turn.items]
+    copies = [classifier.ui_user[0], classifier.ui_assistant[0],
+              classifier.ui_user[1], classifier.ui_assistant[1]]
+    assert copies == said
+    assert all(copy is text for copy, text in zip(copies, said, strict=True))
+    assert said[0] is not said[2] and said[1] is not said[3]
 
 
 def test_environment_context_and_developer_messages_are_harness_not_speech(
