@@ -213,19 +213,22 @@ class Scene:
     thread: str = ""  # Codex: the thread the pane's codex holds, and its rollout
     rollout: Path | None = None
 
-    def claude_env_prefix(self, home: str | None = None,
-                          config_dir: str | None = None) -> list[str]:
+    def claude_env_prefix(self, home: str | None = None, config_dir: str | None = None,
+                          *, as_user: bool = False) -> list[str]:
         """``[runuser -u USER --] env [-u CLAUDE_CONFIG_DIR] HOME=…``: run as claude runs.
 
-        With ``home`` (the drill's scratch HOME) the command runs as the current user, who
-        owns the scratch; otherwise as the profile's claude user.
+        Without ``home``: as the profile's claude user. With ``home`` (the drill's scratch
+        HOME): as that user too when ``as_user`` and root runs the drill (the scratch is then
+        given to the user: claude refuses ``--dangerously-skip-permissions`` as root, and the
+        drill should run what the user runs), else as the current user, who owns the scratch.
         """
         import pwd
 
         spec = self.profile.claude
         cfg = config_dir if home is not None else spec.config_dir
         prefix = []
-        if home is None and spec.user != pwd.getpwuid(os.getuid()).pw_name:
+        other = spec.user != pwd.getpwuid(os.getuid()).pw_name
+        if other and (home is None or (as_user and os.geteuid() == 0)):
             prefix = ["runuser", "-u", spec.user, "--"]
         prefix += ["env", "-u", "TMUX", "-u", "TMUX_PANE"]
         prefix += [f"CLAUDE_CONFIG_DIR={cfg}"] if cfg else ["-u", "CLAUDE_CONFIG_DIR"]

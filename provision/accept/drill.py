@@ -128,7 +128,8 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
         out.add("drill old claude running", False, {"screen": scratch.screen(host)[-600:]})
         return
     old_argv = claude_argv(old_pid, scene.manifest.binary) if scene.manifest else []
-    out.add("drill old claude running", True, {"pid": old_pid, "argv": old_argv})
+    out.add("drill old claude running", True,
+            {"pid": old_pid, "argv": old_argv, "uid": _uid(host, old_pid)})
     real_unit = scene.config.switch.systemd.unit if scene.config else ""
     main_before = unit.main_pid(host) if unit else None
     real_before = main_pid_of(host, real_unit) if unit else None
@@ -168,6 +169,14 @@ def _rebuild_pointer(scene: Scene, scratch: Scratch, out: Checklist) -> None:
             tuple(p for p in PHASES if p != "worker_spawned"))
 
 
+def _uid(host: Host, pid: int) -> int | None:
+    """The real uid of ``pid`` (``Uid:`` of /proc/PID/status), None when unreadable."""
+    for line in (host.read_text(f"/proc/{pid}/status") or "").splitlines():
+        if line.startswith("Uid:") and len(line.split()) > 1 and line.split()[1].isdigit():
+            return int(line.split()[1])
+    return None
+
+
 def request_and_trigger(scene: Scene, scratch: Scratch, out: Checklist,
                         hook_call: Callable[[Host, str], Result]) -> tuple[Any, bytes]:
     """Request a rebuild of the scratch session, make the door's hook call, wait for the end;
@@ -179,6 +188,8 @@ def request_and_trigger(scene: Scene, scratch: Scratch, out: Checklist,
     op = request(scratch.config(), "tl-provision accept --drill", "REBUILD",
                  session_id=scratch.session, source="accept-drill")
     op_id = op["operation_id"]
+    if scratch.runs_as_user:  # the request was written by root: the user's hook updates it
+        give_to_state_owner(scene, scratch.state, recursive=True)
     switch_started = time.monotonic()
     hook = hook_call(host, _tl_rebuild(scene))
     record = scratch.wait_terminal(op_id, TERMINAL)

@@ -69,6 +69,11 @@ class Scratch:
     def pointer(self) -> str:
         return f"{self.root}/pointer"
 
+    @property
+    def runs_as_user(self) -> bool:
+        """Root drills a non-root deployment: the scratch and its claude are that user's."""
+        return self.env_prefix[:1] == ("runuser",)
+
     def evidence(self) -> dict[str, Any]:
         return {"root": self.root, "tmux_socket": self.socket, "target": TARGET,
                 "unit": self.unit or None,
@@ -255,7 +260,12 @@ def prepare_scratch(scene: Scene, tag: str, door: DoorKind = DoorKind.TMUX) -> S
     if door.has_pointer_file:
         host.write_file(f"{root}/pointer", f"{source.stem}\n".encode(), mode=0o600,
                         backup=False)
-    prefix = scene.claude_env_prefix(home, config_dir)
+    # root drilling a non-root deployment: the scratch and its claude are the user's (a
+    # scratch unit stays root's: restarting it needs root, the user's sudoers rule names
+    # only the deployment's own unit)
+    prefix = scene.claude_env_prefix(home, config_dir, as_user=door is not DoorKind.SYSTEMD)
+    if prefix[:1] == ["runuser"]:
+        give_to_state_owner(scene, root, recursive=True)
     if door is DoorKind.SYSTEMD:
         at = prefix.index("env") + 1
         prefix[at:at] = ["-u", "TMUX_TMPDIR"]

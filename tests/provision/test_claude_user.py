@@ -43,6 +43,19 @@ tasks = [t for t in apply_tasks() if t.name in {TASKS!r}]
 report = engine.run(tasks, LocalHost(profile.host), Context(profile))
 print(json.dumps({{r.task: [r.status.value, r.message] for r in report.results}}))
 """
+DRILL = """
+import json, sys
+from provision.accept.checklist import Checklist, load_scene
+from provision.accept.drill import drill_stage
+from provision.host import LocalHost
+from provision.profile import load_profile
+profile = load_profile(sys.argv[1])
+out = Checklist(profile.host)
+scene = load_scene(profile, LocalHost(profile.host), out)
+out.stage = "drill"
+drill_stage(scene, out)
+print(json.dumps([line.to_dict() for line in out.lines]))
+"""
 ACCEPT_LINE = """
 import json, sys
 from provision.accept.checklist import Checklist, Scene
@@ -61,8 +74,9 @@ def owner_mode(path: Path) -> tuple[int, int, int]:
     return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
 
 
-def deploy(user: SecondUser) -> tuple[Path, Path, str]:
-    """The user's claude (a stand-in) in its own tmux; a profile; a root-owned leftover."""
+def deploy(user: SecondUser, *flags: str) -> tuple[Path, Path, str]:
+    """The user's claude (a stand-in, with ``flags``) in its own tmux; a profile; a root-owned
+    leftover."""
     root, home = user.root, user.home
     workdir = home / "work dir"
     project = project_dir_for(str(workdir), str(home / ".claude"))
@@ -74,13 +88,14 @@ def deploy(user: SecondUser) -> tuple[Path, Path, str]:
             os.chown(path, UID, GID)
     claude = root / "bin" / "claude"
     claude.parent.mkdir()
-    claude.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo "2.1.328 (Claude Code)"; '
-                      f'exit 0; fi\nexec {sys.executable} {STANDIN} "$@"\n')
+    # a script of its own (its path stays in the process's argv, as the real claude's does)
+    claude.write_text(f"#!{sys.executable}\nimport runpy\n"
+                      f"runpy.run_path({str(STANDIN)!r}, run_name='__main__')\n")
     claude.chmod(0o755)
     config, state = root / "etc" / "threadline" / "config.toml", root / "state"
     env = {"STANDIN_RECORD": str(home / "standin.jsonl"),
            "STANDIN_HOOK": f"{TL_REBUILD} hook-stop --config {shlex.quote(str(config))}"}
-    command = f"cd {shlex.quote(str(workdir))} && exec {claude} --resume {old}"
+    command = f"cd {shlex.quote(str(workdir))} && exec {claude} {' '.join(flags)} --resume {old}"
     user.tmux("new-session", "-d", "-s", "claude", "-x", "150", "-y", "40", "-c", str(workdir),
               *(a for k, v in env.items() for a in ("-e", f"{k}={v}")), command)
     wait_for(lambda: "ready" in user.tmux("capture-pane", "-p", "-t", "claude:0.0").stdout,
@@ -178,3 +193,30 @@ def test_apply_fails_when_the_claude_user_cannot_run_the_hook_program(
     status, message = report["Verify"]
     assert status == "failed"
     assert f"tl-rebuild runs as {NAME} ({TL_REBUILD} as {NAME}: rc=" in message, message
+
+
+def test_a_drill_run_by_root_runs_the_scratch_claude_as_the_claude_user(
+        second_user: SecondUser) -> None:  # noqa: F811
+    """claude refuses ``--dangerously-skip-permissions`` as root (the stand-in does as 2.1.328
+    does): root's drill of a non-root deployment launched with it must run the scratch claude
+    as the user — before, its scratch claude was root's and the drill failed there."""
+    user = second_user
+    host_yml, _, _ = deploy(user, "--dangerously-skip-permissions")
+    assert all(status in ("ok", "changed") for status, _ in apply(user, host_yml).values())
+
+    done = user.run(sys.executable, "-c", DRILL, str(host_yml), as_user=False, timeout=240)
+    lines = {line["name"]: line for line in json.loads(done.stdout.strip().splitlines()[-1])}
+
+    old = lines["drill old claude running"]
+    assert old["status"] == "pass", old
+    assert old["evidence"]["uid"] == UID
+    manifest = json.loads((user.root / "state" / "provision.json").read_text())
+    assert "--dangerously-skip-permissions" in manifest["resume_argv"]  # what the drill ran
+    failed = {name: line["evidence"] for name, line in lines.items()
+              if line["status"] == "fail"}
+    assert failed == {}, failed
+    assert lines["drill activated"]["status"] == "pass"
+    assert not Path(lines["drill scratch ready"]["evidence"]["root"]).exists()
+    state = user.root / "state"
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in (state, *state.rglob("*"))} == {
+        (UID, GID)}
