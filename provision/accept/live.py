@@ -1,6 +1,6 @@
 """``accept --live --confirm REBUILD``: rebuild the real target, then listen for each channel.
 
-1. ``runtime.switch.ops.request`` registers a rebuild on the real config (unbound: the next Stop of
+1. ``tl-rebuild request`` registers a rebuild on the real config (unbound: the next Stop of
 a
    session in project_dir schedules it). Nothing switches until claude finishes a turn, so a
    **human must talk to claude** (any channel, or the terminal) for the Stop to come.
@@ -69,14 +69,13 @@ def channel_source(line: bytes) -> str | None:
 def live_stage(scene: Scene, out: Checklist, wait_seconds: float,
                notify: Notify = _stderr) -> None:
     """Request, wait for the switch, then wait for a message through each channel."""
-    from runtime.switch.ops import cancel, request
-
     config = scene.config
     if config is None:
         out.cannot_judge("live requested", "no runtime config")
         return
     with out.guard("live requested"):
-        op = request(config, "tl-provision accept --live", "REBUILD", source="accept-live")
+        op = _operator(scene, "request", "--reason", "tl-provision accept --live",
+                       "--confirm", "REBUILD")
         out.add("live requested", True, {"operation_id": op["operation_id"],
                                          "state": op["state"]})
     if not out.lines or out.lines[-1].status != "pass":
@@ -87,7 +86,7 @@ def live_stage(scene: Scene, out: Checklist, wait_seconds: float,
     record = _wait_switch(config, op_id, wait_seconds)
     state = record["state"]
     if state == "pending":
-        cancel(config, op_id, "CANCEL")
+        _operator(scene, "cancel", "--operation", op_id, "--confirm", "CANCEL")
         out.add("live switched", False, {"operation_id": op_id, "state": "cancelled",
                                          "why": f"no Stop within {wait_seconds / 60:g} min"})
         return
@@ -99,6 +98,23 @@ def live_stage(scene: Scene, out: Checklist, wait_seconds: float,
     if state != "activated":
         return
     _listen(scene, out, facts, wait_seconds, notify)
+
+
+def _operator(scene: Scene, command: str, *args: str) -> dict[str, Any]:
+    """``tl-rebuild COMMAND … --json`` on the deployment's runtime config; its JSON.
+
+    Through the CLI, not in this process: run by root on a non-root deployment, tl-rebuild
+    acts as the state dir's owner, so the record the user's hook must update is the user's
+    (written in-process by root it was not, and the switch could not be recorded).
+    """
+    from provision.accept.drill import _tl_rebuild
+    from provision.errors import AcceptError
+
+    done = scene.host.run([_tl_rebuild(scene), command, "--config",
+                           scene.profile.install.config_path, *args, "--json"], timeout=60)
+    if not done.ok:
+        raise AcceptError(f"tl-rebuild {command} failed: {done.stderr.strip()[-300:]}")
+    return dict(json.loads(done.stdout))
 
 
 def _wait_switch(config: Config, op_id: str, wait_seconds: float) -> dict[str, Any]:

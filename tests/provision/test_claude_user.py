@@ -56,6 +56,19 @@ out.stage = "drill"
 drill_stage(scene, out)
 print(json.dumps([line.to_dict() for line in out.lines]))
 """
+LIVE = """
+import json, sys
+from provision.accept.checklist import Checklist, load_scene
+from provision.accept.live import live_stage
+from provision.host import LocalHost
+from provision.profile import load_profile
+profile = load_profile(sys.argv[1])
+out = Checklist(profile.host)
+scene = load_scene(profile, LocalHost(profile.host), out)
+out.stage = "live"
+live_stage(scene, out, 60.0)
+print(json.dumps([line.to_dict() for line in out.lines]))
+"""
 ACCEPT_LINE = """
 import json, sys
 from provision.accept.checklist import Checklist, Scene
@@ -217,6 +230,39 @@ def test_a_drill_run_by_root_runs_the_scratch_claude_as_the_claude_user(
     assert failed == {}, failed
     assert lines["drill activated"]["status"] == "pass"
     assert not Path(lines["drill scratch ready"]["evidence"]["root"]).exists()
+    state = user.root / "state"
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in (state, *state.rglob("*"))} == {
+        (UID, GID)}
+
+
+def test_accept_live_run_by_root_switches_the_claude_users_session(
+        second_user: SecondUser) -> None:  # noqa: F811
+    """The live request goes through ``tl-rebuild request`` (acting as the state dir's owner):
+    written in-process by root, the record was root's and the user's hook could not move it."""
+    import subprocess
+
+    user = second_user
+    host_yml, config, _ = deploy(user)
+    assert all(status in ("ok", "changed") for status, _ in apply(user, host_yml).values())
+    live = subprocess.Popen(user.argv([sys.executable, "-c", LIVE, str(host_yml)], False),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        def pending() -> str | None:
+            shown = user.run(TL_REBUILD, "list", "--config", str(config), "--json",
+                             check=False)
+            rows = json.loads(shown.stdout) if shown.returncode == 0 else []
+            return next((r["operation_id"] for r in rows if r["state"] == "pending"), None)
+        wait_for(pending, timeout=60, interval=0.3, what="the live request")
+        user.tmux("send-keys", "-t", "claude:0.0", "stop", "Enter")  # the human's turn ends
+        out, err = live.communicate(timeout=180)
+    finally:
+        if live.poll() is None:
+            live.kill()
+            live.wait(timeout=30)
+    lines = {line["name"]: line for line in json.loads(out.strip().splitlines()[-1])}
+    assert lines["live requested"]["status"] == "pass", (lines, err)
+    assert lines["live switched"]["status"] == "pass", lines["live switched"]
     state = user.root / "state"
     assert {(p.stat().st_uid, p.stat().st_gid) for p in (state, *state.rglob("*"))} == {
         (UID, GID)}
