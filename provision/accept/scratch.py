@@ -197,10 +197,11 @@ class Scratch:
 def drill_root(scene: Scene, tag: str) -> str:
     """``<state_dir>/accept-drill/<tag>``, its parent made first with the state dir's owner.
 
-    The scratch itself belongs to whoever runs the drill (its agent runs as that user); but
-    the parent stays in the agent user's state dir after the drill, and a root-owned one there
-    would keep that user's own later drills from making their scratch (found by running
-    ``accept --drill`` as root against a non-root codex user).
+    The scratch itself belongs to whoever its agent runs as (``prepare_scratch``: the claude
+    user when root drills a non-root claude deployment, else the caller); the parent stays in
+    the agent user's state dir after the drill, and a root-owned one there would keep that
+    user's own later drills from making their scratch (found by running ``accept --drill``
+    as root against a non-root codex user).
     """
     state_dir = scene.profile.install.state_dir.rstrip("/")
     parent = f"{state_dir}/accept-drill"
