@@ -16,12 +16,12 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import Any, overload
 
 from runtime.config import Config
 from runtime.engine import candidate as claude
 from runtime.engine.codex import rules
-from runtime.engine.codex.readback import Located, Where, opened, text_at
+from runtime.engine.codex.readback import Located, ReadBack, Where
 from runtime.engine.codex.rollout import Classifier, scan, sessions_root
 from runtime.engine.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
 from runtime.engine.speech import MARK_KEY, Utterance, carry_mark
@@ -116,20 +116,20 @@ class RolloutLines(Sequence[dict[str, Any]]):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         yield self.head
-        with opened() as handles:
+        with ReadBack() as back:
             for index in range(1, len(self)):
-                yield self._line(index, handles)
+                yield self._line(index, back)
 
-    def _line(self, index: int, handles: dict[Path, IO[bytes]] | None = None) -> dict[str, Any]:
+    def _line(self, index: int, back: ReadBack | None = None) -> dict[str, Any]:
         utt, stamp, _ = self.pending[index - 1]
         text = utt.text
         found = self.back.get(index - 1) if self.back else None
         if found is not None:
-            if handles is None:
-                with opened() as handles:
-                    text = text_at(handles[found[0]], found)
+            if back is None:
+                with ReadBack() as back:
+                    text = back.text(found)
             else:
-                text = text_at(handles[found[0]], found)
+                text = back.text(found)
         part = "output_text" if utt.role == "assistant" else "input_text"
         texts = [stamp, text] if stamp else [text]
         line: dict[str, Any] = {"timestamp": self.stamps[index - 1]}

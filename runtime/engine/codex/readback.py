@@ -4,7 +4,7 @@ rollout's speech without holding all of it (issue 16: 114 MiB for a speech-heavy
 The reader notes, for each utterance it may let go, the file and offset of its source line,
 the line's size and the utterance's place among those the line makes (``Located``): a
 rollout inlines its parents' lines, so the offset alone does not say where. When the rollout
-is written (``candidate.RolloutLines``), ``text_at`` reads each such line again with one
+is written (``candidate.RolloutLines``), ``ReadBack`` reads each such line again with one
 ``pread``, has a fresh ``rollout.Classifier`` (the code the first read ran, on the full parse
 the fast path is held equal to) make that line's utterances, and gives the text for just the
 time its line is written. The digest of every let-go text was taken from the original string, so
@@ -14,8 +14,6 @@ time its line is written. The digest of every let-go text was taken from the ori
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -43,15 +41,16 @@ class Located:
         self.line_file = Path()
         self.line_at = -1
         self.line_size = 0
-        self._line: tuple[Path, int] | None = None
+        self._file: Path | None = None  # the line the last utterance came from
+        self._at = -1
         self._place = 0
         self.where: dict[int, Where] = {}  # id(utterance) -> where
 
     def note(self, utt: Utterance) -> None:
-        line = (self.line_file, self.line_at)
-        if line != self._line:
-            self._line, self._place = line, 0
-        self.where[id(utt)] = (self.line_file, self.line_at, self.line_size, self._place)
+        at, file = self.line_at, self.line_file
+        if at != self._at or file is not self._file:
+            self._at, self._file, self._place = at, file, 0
+        self.where[id(utt)] = (file, at, self.line_size, self._place)
         self._place += 1
 
 
@@ -70,45 +69,50 @@ class _Said:
         pass
 
 
-def text_at(handle: IO[bytes], where: Where) -> str:
-    """The text of the utterance at ``where``, made again from its line in ``handle``."""
-    path, offset, size, place = where
-    line = os.pread(handle.fileno(), size, offset)
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        event = None
-    said = _Said()
-    # a fresh classifier's state (trigger, last timestamp, copies) decides only kinds and
-    # timestamps, kept with the item: the texts come from the line alone
-    classifier = Classifier(ReadStats(), Ledger(rules.NOISE_CATEGORIES), said)  # type: ignore[arg-type]
-    if type(event) is dict:
-        classifier.event(normalise(event), size, f"{path.name}:?")
-    if place >= len(said.said):
-        raise TranscriptError(
-            f"rollout {str(path)!r}: the line at byte {offset} no longer holds its speech")
-    return said.said[place].text
+class ReadBack:
+    """Reads let-go texts back: each source file opened when first needed (closed on exit),
+    every line classified by one fresh ``rollout.Classifier``.
 
+    Its state (trigger, last timestamp, UI copies: none, only message lines are read) decides
+    only kinds and timestamps, kept with the items: the texts come from each line alone.
+    """
 
-@contextmanager
-def opened() -> Iterator[dict[Path, IO[bytes]]]:
-    """Handles of the source files by path, each opened when first read, closed at the end."""
-    with ExitStack() as stack:
-        yield _Handles(stack)
+    def __init__(self) -> None:
+        self.handles: dict[Path, IO[bytes]] = {}
+        self.said = _Said()
+        self.classifier = Classifier(
+            ReadStats(), Ledger(rules.NOISE_CATEGORIES), self.said)  # type: ignore[arg-type]
 
+    def __enter__(self) -> ReadBack:
+        return self
 
-class _Handles(dict[Path, IO[bytes]]):
-    """Open files by path; a missing one is opened (unbuffered: ``text_at`` preads)."""
+    def __exit__(self, *exc: object) -> None:
+        for handle in self.handles.values():
+            handle.close()
+        self.handles.clear()
 
-    def __init__(self, stack: ExitStack) -> None:
-        super().__init__()
-        self.stack = stack
-
-    def __missing__(self, path: Path) -> IO[bytes]:
+    def text(self, where: Where) -> str:
+        """The text of the utterance at ``where``, made again from its line."""
+        path, offset, size, place = where
+        handle = self.handles.get(path)
+        if handle is None:
+            try:
+                handle = self.handles[path] = open(path, "rb", buffering=0)  # preads only
+            except OSError as exc:
+                raise TranscriptError(
+                    f"rollout {str(path)!r} cannot be read back: {exc.strerror}") from exc
+        line = os.pread(handle.fileno(), size, offset)
         try:
-            handle = self.stack.enter_context(open(path, "rb", buffering=0))
-        except OSError as exc:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            event = None
+        said = self.said.said
+        said.clear()
+        if type(event) is dict:
+            self.classifier.event(normalise(event), size, f"{path.name}:?")
+        if place >= len(said):
             raise TranscriptError(
-                f"rollout {str(path)!r} cannot be read back: {exc.strerror}") from exc
-        self[path] = handle
-        return handle
+                f"rollout {str(path)!r}: the line at byte {offset} no longer holds its speech")
+        text = said[place].text
+        said.clear()
+        return text
