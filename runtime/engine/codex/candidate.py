@@ -116,6 +116,10 @@ class RolloutLines(Sequence[dict[str, Any]]):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         yield self.head
+        if not self.back:
+            for index in range(1, len(self)):
+                yield self._line(index)
+            return
         with ReadBack() as back:
             for index in range(1, len(self)):
                 yield self._line(index, back)

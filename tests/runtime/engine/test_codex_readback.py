@@ -83,6 +83,7 @@ def test_a_read_back_fork_writes_the_bytes_a_holding_fork_writes(
     assert [u.text for u in back[2].turns[7].items][:2] == ["", ""]  # both parts of a line
     assert back[:2] == held[:2]
     assert back[2].stats() == held[2].stats()
+    assert back[2].items[1] == held[2].items[1]  # one line asked for alone is read back too
 
 
 def test_a_legacy_rollout_reads_its_texts_back(
