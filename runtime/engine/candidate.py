@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 import orjson
 
@@ -31,7 +31,6 @@ from runtime.record import Record
 if TYPE_CHECKING:  # the audit and read-back are Claude's: imported where they run (Codex's
     # plan and fork never load them, nor the Claude classifier readback brings)
     from runtime.engine.audit import Hear, Recognised
-    from runtime.engine.readback import Located
 
 # characters of speech a fork holds before it lets the oldest turns' texts go and reads them
 # back from the source when writing (bounded memory; below it, no second read: tool-heavy
@@ -259,7 +258,21 @@ def _recognised(sink: TurnBuilder, turns: list[Turn]) -> Recognised:
     return seen
 
 
-class _Shedding(TurnBuilder):
+W = TypeVar("W")  # where a let-go text's source line is: an agent's read-back says
+
+
+class Locating(Protocol[W]):
+    """Notes where each utterance came from (``readback.Located``, Codex's own): the reader
+    sets the sink's ``line_at``/``line_size``, which ``_Shedding`` hands on before ``note``."""
+
+    line_at: int
+    line_size: int
+    where: dict[int, W]
+
+    def note(self, utt: Utterance) -> None: ...
+
+
+class _Shedding(TurnBuilder, Generic[W]):
     """Turns whose texts are let go once they lie outside the poison window and more than
     ``hold`` characters are held (oldest first; the token estimate stays in ``tokens``, by turn
     index); every human text is told to ``hear`` (the audit's enqueued-prompt match) as it is
@@ -271,7 +284,8 @@ class _Shedding(TurnBuilder):
     """
 
     def __init__(
-        self, config: Config, hear: Hear | None, located: Located | None = None, hold: int = 0
+        self, config: Config, hear: Hear | None, located: Locating[W] | None = None,
+        hold: int = 0,
     ) -> None:
         super().__init__()
         self.config = config
@@ -283,7 +297,7 @@ class _Shedding(TurnBuilder):
         self.past: deque[Turn] = deque()  # turns past the window still holding their texts
         # fork: where each let-go text came from and its digest, by id of what stands for it
         self.located = located
-        self.where: dict[int, tuple[int, int, int]] = {}
+        self.where: dict[int, W] = {}
         self.digests: dict[int, str] = {}
         if located is not None:
             self.line_at = -1  # set by scan for each parsed line (see ``Located``)

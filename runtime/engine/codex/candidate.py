@@ -21,6 +21,7 @@ from typing import Any, overload
 from runtime.config import Config
 from runtime.engine import candidate as claude
 from runtime.engine.codex import rules
+from runtime.engine.codex.readback import Located, ReadBack, Where
 from runtime.engine.codex.rollout import Classifier, scan, sessions_root
 from runtime.engine.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
 from runtime.engine.speech import MARK_KEY, Utterance, carry_mark
@@ -56,6 +57,7 @@ class CodexLayout(Layout):
     def __init__(self, session: str, meta: dict[str, Any]) -> None:
         super().__init__(session)
         self.meta = meta
+        self.where: dict[int, Where] = {}  # by position: where a let-go text is read back
 
     def finish(self) -> tuple[RolloutLines, list[ManifestEntry]]:  # type: ignore[override]
         # the lines are made one at a time when written: holding them all doubled fork's memory
@@ -64,31 +66,35 @@ class CodexLayout(Layout):
         head_ts = self.meta.get("timestamp") if type(self.meta.get("timestamp")) is str else last_ts
         head: dict[str, Any] = {"timestamp": head_ts, "type": "session_meta", "payload": self.meta}
         stamps: list[str] = []
+        known = self.digests
         for position, (utt, stamp, turn) in enumerate(self.pending):
             last_ts = utt.timestamp or last_ts
             stamps.append(last_ts)
-            digest = sha256_text(utt.text)
+            digest = known.get(id(utt)) or sha256_text(utt.text)  # let go: its first read's
             self.manifest.append(
                 ManifestEntry(
                     position, utt.role, utt.kind, f"{self.session}:{position + 1}",
                     utt.source_uuid, utt.source_timestamp, turn, digest, digest, stamp,
                 )
             )
-        lines = RolloutLines(_ordered(head, 0, paginated), self.pending, stamps, paginated)
+        lines = RolloutLines(_ordered(head, 0, paginated), self.pending, stamps, paginated,
+                             self.where)
         return lines, self.manifest
 
 
 class RolloutLines(Sequence[dict[str, Any]]):
-    """The rebuilt rollout's lines as JSON-able dicts, each made when it is read."""
+    """The rebuilt rollout's lines as JSON-able dicts, each made when it is read; a text the
+    reader let go is read back from its source line (``back``) for just that time."""
 
     def __init__(
         self, head: dict[str, Any], pending: list[tuple[Utterance, str | None, int | None]],
-        stamps: list[str], paginated: bool,
+        stamps: list[str], paginated: bool, back: dict[int, Where],
     ) -> None:
         self.head = head
         self.pending = pending
         self.stamps = stamps  # each line's timestamp: its own, else the nearest earlier one
         self.paginated = paginated
+        self.back = back  # by position in ``pending``
 
     def __len__(self) -> int:
         return 1 + len(self.pending)
@@ -110,13 +116,26 @@ class RolloutLines(Sequence[dict[str, Any]]):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         yield self.head
-        for index in range(1, len(self)):
-            yield self._line(index)
+        if not self.back:
+            for index in range(1, len(self)):
+                yield self._line(index)
+            return
+        with ReadBack() as back:
+            for index in range(1, len(self)):
+                yield self._line(index, back)
 
-    def _line(self, index: int) -> dict[str, Any]:
+    def _line(self, index: int, back: ReadBack | None = None) -> dict[str, Any]:
         utt, stamp, _ = self.pending[index - 1]
+        text = utt.text
+        found = self.back.get(index - 1) if self.back else None
+        if found is not None:
+            if back is None:
+                with ReadBack() as back:
+                    text = back.text(found)
+            else:
+                text = back.text(found)
         part = "output_text" if utt.role == "assistant" else "input_text"
-        texts = [stamp, utt.text] if stamp else [utt.text]
+        texts = [stamp, text] if stamp else [text]
         line: dict[str, Any] = {"timestamp": self.stamps[index - 1]}
         if self.paginated:
             line["ordinal"] = index
@@ -142,28 +161,34 @@ def _build(
 ) -> CodexBuild:
     """Read ``source`` once and lay out the rebuilt rollout (nothing is written).
 
-    Without a lay-out (``plan``) the texts of the turns past the poison window are let go
-    once more than ``claude.HOLD_CHARS`` characters are held (``claude._Shedding``, their
-    token estimates kept) and the UI copies are only paired and counted, not kept: the audit
-    reads the file again in the rare case a copy met no text beside it.
+    The texts of the turns past the poison window are let go once more than
+    ``claude.HOLD_CHARS`` characters are held (``claude._Shedding``, their token estimates
+    kept); a fork (``lay_out``) notes where each came from and its digest, and reads it back
+    from its source line when writing (``readback``). The UI copies are only paired and
+    counted, not kept: the audit reads the file again in the rare case a copy met no text
+    beside it.
     """
-    sink: TurnBuilder = TurnBuilder()
-    if not lay_out:  # Codex items carry no turn stamp, so none enters the token estimate
-        knobs = config.rebuild.replace(stamp_turns=False)
-        sink = claude._Shedding(config.replace(rebuild=knobs), None, None, claude.HOLD_CHARS)
-    read, ledger, classifier, lines = scan(Path(source), sink, progress, hold_copies=lay_out)
+    # Codex items carry no turn stamp, so none enters the token estimate
+    knobs = config.rebuild.replace(stamp_turns=False)
+    sink = claude._Shedding(config.replace(rebuild=knobs), None,
+                            Located() if lay_out else None, claude.HOLD_CHARS)
+    read, ledger, classifier, lines = scan(Path(source), sink, progress, hold_copies=False)
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps: list[str | None] = [None] * len(turns)  # Codex items stay text-only, verbatim
     plan = claude._select(sink, turns, stamps, config)
-    audit = _audit(classifier, turns, sink) if lay_out or not classifier.unpaired else _reread(
+    audit = _audit(classifier, turns, sink) if not classifier.unpaired else _reread(
         Path(source))
     if plan.blocked is None and audit["unrecognised"] and (
         config.rebuild.unrecognised_speech == "block"
     ):
         plan = plan._replace(blocked=_audit_reason(audit))
     meta = _new_meta(lines.meta or {}, session)
-    layout = claude._lay_out(CodexLayout(session, meta), None, turns, stamps, plan)
+    layout = CodexLayout(session, meta)
+    layout.digests = sink.digests
+    claude._lay_out(layout, None, turns, stamps, plan)
+    layout.where = {at: sink.where[id(utt)] for at, (utt, _, _) in enumerate(layout.pending)
+                    if id(utt) in sink.digests}
     items, manifest = layout.finish() if lay_out else ((), [])
     return claude._assemble(
         CodexBuild, Path(source), session, (read, ledger), sink, turns, plan, layout, config,

@@ -38,6 +38,7 @@ from runtime.engine.codex import rules
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
+    from pathlib import Path
 
     from runtime.engine.codex.rollout import Classifier, Lines
 
@@ -129,9 +130,12 @@ COPIES = ("UserMessage", "AgentMessage")
 class Prefilter:
     """Books the lines of a rollout that carry no speech into ``classifier``'s counts."""
 
-    def __init__(self, classifier: Classifier, name: str) -> None:
+    def __init__(self, classifier: Classifier, path: Path, locate: Any = None) -> None:
         self.classifier = classifier
-        self.name = name  # the rollout's file name, for an utterance without an item id
+        self.path = path
+        self.name = path.name  # the rollout's file name, for an utterance without an item id
+        # a fork's located sink: told the file, offset and size of each message line it reads
+        self.locate = locate
         # bound once: take runs for nearly every line
         self.types = classifier.stats.types
         self.spoke = classifier.stats.spoke
@@ -197,14 +201,15 @@ class Prefilter:
                         tally[1] += size
                         continue
                 elif key in _MESSAGES:  # what take would do, without its type tests
-                    if (line.isascii() or _utf8(line)) and message(head, size, lineno):
+                    if (line.isascii() or _utf8(line)) and message(
+                        head, size, lineno, position - size):
                         continue
                 elif (read := events.get(key)) is not None:
                     if (line.isascii() or _utf8(line)) and read[0](self, payload):
                         read[1][0] += 1
                         read[1][1] += size
                         continue
-                elif self.take(head, payload, line, size, lineno):
+                elif self.take(head, payload, line, size, lineno, position - size):
                     continue
             lines.position = position
             stats.lines = counted + lineno
@@ -229,7 +234,7 @@ class Prefilter:
                 other_by_type[key] += nbytes
 
     def take(self, head: _Head | _CopyHead, payload: _Payload | _CopyPayload, line: bytes,
-             size: int, lineno: int) -> bool:
+             size: int, lineno: int, at: int) -> bool:
         """Book ``line`` when it surely carries no speech; False hands it to the full parse."""
         kind = head.type
         if kind is None:
@@ -244,7 +249,7 @@ class Prefilter:
             if sub == "message":
                 role = payload.role
                 if role == "user" or role == "assistant":
-                    return self._message(head, size, lineno)
+                    return self._message(head, size, lineno, at)
                 key, category = "response_item:message", "harness_message"
             else:
                 key, category = f"response_item:{sub}", rules.ITEM_CATEGORY.get(sub)
@@ -281,9 +286,9 @@ class Prefilter:
             self.noise[category] += size
         return True
 
-    def _message(self, message: _Head | _CopyHead, size: int, lineno: int) -> bool:
-        """A user or assistant message of the usual shape, classified from the parts its head
-        decode typed.
+    def _message(self, message: _Head | _CopyHead, size: int, lineno: int, at: int) -> bool:
+        """A user or assistant message of the usual shape (its line at byte ``at``), classified
+        from the parts its head decode typed.
 
         Declined: a rebuild's mark (its lead part and kind), a compaction summary (a field of
         another shape than the typed one never gets here: the head decode rejected it).
@@ -296,6 +301,9 @@ class Prefilter:
         payload = message.payload
         if payload is None or payload.role is None:
             return False
+        if self.locate is not None:
+            self.locate.located.line_file = self.path
+            self.locate.line_at, self.locate.line_size = at, size
         content = payload.content
         if type(content) is list and len(content) == 1 and self._one(
             message, payload, content[0], size, lineno

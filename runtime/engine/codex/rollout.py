@@ -134,6 +134,8 @@ class Lines:
         self.parents: list[str] = []
         self.position = 0
         self.prefilter: Prefilter | None = None  # books own lines that carry no speech
+        # a fork's located sink (``readback.Located``): told each line's file, offset, size
+        self.locate: Any = None
 
     def __iter__(self) -> Iterator[tuple[dict[str, Any], int, str]]:
         """``(event, size, where)`` per line: parents' lines first, then the file's own."""
@@ -151,12 +153,15 @@ class Lines:
         name = path.name
         prefilter = self.prefilter if own else None  # a parent's lines need their ordinals
         loads = orjson.loads
+        locate = self.locate
         ordinal = -1
+        offset = 0  # of the next line (the prefilter's loop keeps ``self.position``)
         with handle:
             source = enumerate(handle, 1) if prefilter is None else prefilter.unsettled(
                 handle, self)
             for lineno, line in source:
                 size = len(line)
+                offset += size
                 if own and prefilter is None:
                     self.position += size
                     self.stats.lines += 1
@@ -184,6 +189,10 @@ class Lines:
                         continue  # a parent's line 0 describes the parent, not this thread
                 elif end is not None and ordinal >= end:
                     break
+                if locate is not None:
+                    locate.located.line_file = path
+                    locate.line_at = offset - size if prefilter is None else self.position - size
+                    locate.line_size = size
                 yield event, size, f"{name}:{lineno}"
 
     def _bad(self, line: bytes, size: int, lineno: int, own: bool) -> None:
@@ -529,8 +538,10 @@ def scan(
     ledger = Ledger(rules.NOISE_CATEGORIES)
     classifier = Classifier(stats, ledger, sink, hold_copies)
     lines = Lines(Path(path), stats, ledger)
+    if sink is not None and getattr(sink, "located", None) is not None:
+        lines.locate = sink  # a fork that may let texts go notes where each came from
     if FAST if fast is None else fast:
-        lines.prefilter = Prefilter(classifier, lines.path.name)
+        lines.prefilter = Prefilter(classifier, lines.path, lines.locate)
     try:
         total = os.path.getsize(path)
     except OSError as exc:
