@@ -148,12 +148,7 @@ class Prefilter:
                 self._count(kind, None, None, 1, size)
                 self.others[kind] = self.tallies[kind, None, None] = [0, 0]
             if self.tracking:
-                uuid = head.uuid
-                if type(uuid) is str:
-                    self.recent_uuids.append(uuid)
-                stamp = head.timestamp
-                if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
-                    self.classifier.last_timestamp = stamp
+                self._track(head)
             return True
         if not (line.isascii() or _utf8(line)):
             return False
@@ -176,12 +171,16 @@ class Prefilter:
             self._count(kind, reason, category, 1, size)
             self.tallies[kind, reason, category] = [0, 0]
         if self.tracking:
-            uuid = head.uuid
-            if type(uuid) is str:
-                self.recent_uuids.append(uuid)
-            stamp = head.timestamp
-            if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
-                self.classifier.last_timestamp = stamp
+            self._track(head)
+
+    def _track(self, head: _Head) -> None:
+        """The ids and time stamp ``Classifier.event`` records when a candidate is built."""
+        uuid = head.uuid
+        if type(uuid) is str:
+            self.recent_uuids.append(uuid)
+        stamp = head.timestamp
+        if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
+            self.classifier.last_timestamp = stamp
 
     def _count(
         self, kind: str, reason: str | None, category: str | None, lines: int, size: int
