@@ -48,12 +48,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provision.accept.drill import (
-    _tl_rebuild,
     backup_line,
     cleanup,
     old_copy_line,
     request_and_trigger,
     timeline_line,
+    tl_rebuild_of,
 )
 from provision.accept.scratch import TARGET, Scratch, drill_root
 from provision.errors import AcceptError
@@ -146,7 +146,7 @@ def prepare_codex_scratch(scene: Scene, tag: str, model_url: str) -> Scratch:
     raw = host.read_bytes(profile.codex.config_path) or b""
     real = tomllib.loads(raw.decode("utf-8"))
     config_path = f"{root}/threadline.toml"
-    notify = [_tl_rebuild(scene), "hook-notify", "--config", config_path]
+    notify = [tl_rebuild_of(scene), "hook-notify", "--config", config_path]
     host.write_file(f"{codex_home}/config.toml", tomlkit.dumps(scratch_codex_config(
         real, model_url, str(config.workdir), notify)).encode(), mode=0o600, backup=False)
     host.write_file(f"{codex_home}/auth.json", json.dumps(

@@ -120,7 +120,7 @@ def _rebuild(scene: Scene, scratch: Scratch, out: Checklist) -> None:
     host = scene.host
     unit = ScratchUnit(scratch.unit) if scratch.unit else None
     if unit is not None and scene.manifest is not None:
-        tl_launch = _tl_rebuild(scene).rsplit("/", 1)[0] + "/tl-launch"
+        tl_launch = tl_rebuild_of(scene).rsplit("/", 1)[0] + "/tl-launch"
         old_pid = scratch.start_unit(host, scene.manifest.launch_argv, tl_launch)
     else:
         old_pid = scratch.start_old(host)
@@ -191,7 +191,7 @@ def request_and_trigger(scene: Scene, scratch: Scratch, out: Checklist,
     if scratch.runs_as_user:  # the request was written by root: the user's hook updates it
         give_to_state_owner(scene, scratch.state, recursive=True)
     switch_started = time.monotonic()
-    hook = hook_call(host, _tl_rebuild(scene))
+    hook = hook_call(host, tl_rebuild_of(scene))
     record = scratch.wait_terminal(op_id, TERMINAL)
     out.numbers["drill_switch_seconds"] = round(time.monotonic() - switch_started, 2)
     state = record.state.value
@@ -242,7 +242,8 @@ def _activated(record: Any) -> bool:
     return bool(record.state.value == "activated")
 
 
-def _tl_rebuild(scene: Scene) -> str:
+def tl_rebuild_of(scene: Scene) -> str:
+    """The deployment's ``tl-rebuild``: the installed hook's program, else where apply finds it."""
     if scene.hook is not None:
         return shlex.split(str(scene.hook["command"]))[0]
     from provision.tasks.settings import find_tl_rebuild

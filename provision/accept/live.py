@@ -107,10 +107,10 @@ def _operator(scene: Scene, command: str, *args: str) -> dict[str, Any]:
     acts as the state dir's owner, so the record the user's hook must update is the user's
     (written in-process by root it was not, and the switch could not be recorded).
     """
-    from provision.accept.drill import _tl_rebuild
+    from provision.accept.drill import tl_rebuild_of
     from provision.errors import AcceptError
 
-    done = scene.host.run([_tl_rebuild(scene), command, "--config",
+    done = scene.host.run([tl_rebuild_of(scene), command, "--config",
                            scene.profile.install.config_path, *args, "--json"], timeout=60)
     if not done.ok:
         raise AcceptError(f"tl-rebuild {command} failed: {done.stderr.strip()[-300:]}")
