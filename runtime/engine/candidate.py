@@ -31,6 +31,7 @@ from runtime.record import Record
 if TYPE_CHECKING:  # the audit and read-back are Claude's: imported where they run (Codex's
     # plan and fork never load them, nor the Claude classifier readback brings)
     from runtime.engine.audit import Hear, Recognised
+    from runtime.engine.located import Where
 
 # characters of speech a fork holds before it lets the oldest turns' texts go and reads them
 # back from the source when writing (bounded memory; below it, no second read: tool-heavy
@@ -111,7 +112,7 @@ def _build(
 ) -> Build:
     """Read ``source`` once and lay out the candidate session (nothing is written)."""
     from runtime.engine.audit import SecondReading
-    from runtime.engine.readback import Located
+    from runtime.engine.located import Located
 
     knobs = config.rebuild
     reading = SecondReading(frozenset(knobs.reply_chat_ids))
@@ -157,12 +158,12 @@ class _ReadBack(tuple[dict[str, Any], ...]):
 
     source: Path
     rules: SpeechRules
-    where: dict[int, tuple[int, int, int]]  # item position -> (line offset, size, place)
+    where: dict[int, Where]  # item position -> (file, line offset, size, place)
 
     @classmethod
     def of(
         cls, items: list[dict[str, Any]], source: Path, rules: SpeechRules,
-        where: dict[int, tuple[int, int, int]],
+        where: dict[int, Where],
     ) -> _ReadBack:
         made = cls(items)
         made.source, made.rules, made.where = source, rules, where

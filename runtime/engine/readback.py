@@ -2,11 +2,11 @@
 without holding all of it (issue 13: 70 MiB of text for a speech-heavy 100 MB file).
 
 The reader notes, for each utterance it may let go, the offset of its source line and its
-place among the utterances that line makes (``Located``). When the candidate is written,
-``refill`` reads each such line again, has a fresh classifier make that line's utterances,
-and puts the text in its item just for the time it is written. The digest of every let-go
-text was taken from the original string, so ``verify_candidate`` proves each text read back
-equals what the first read saw.
+place among the utterances that line makes (``runtime.engine.located.Located``). When the
+candidate is written, ``refill`` reads each such line again, has a fresh classifier make
+that line's utterances, and puts the text in its item just for the time it is written. The
+digest of every let-go text was taken from the original string, so ``verify_candidate``
+proves each text read back equals what the first read saw.
 """
 
 from __future__ import annotations
@@ -20,57 +20,10 @@ import orjson
 
 from runtime.engine.classify import Classifier
 from runtime.engine.dirty import Ledger
-from runtime.engine.speech import SpeechRules, Utterance
+from runtime.engine.located import Said, Where
+from runtime.engine.speech import SpeechRules
 from runtime.engine.transcript import ReadStats, _tolerant
 from runtime.errors import TranscriptError
-
-
-class Located:
-    """Where each utterance a sink was given came from: (line offset, line size, place on
-    that line).
-
-    ``transcript.scan`` sets ``line_at`` and ``line_size`` before each parsed line reaches
-    the classifier.
-    """
-
-    def __init__(self) -> None:
-        self.line_at = -1
-        self.line_size = 0
-        self._line = -2
-        self._place = 0
-        # id(utterance) -> (offset, size, place)
-        self.where: dict[int, tuple[int, int, int]] = {}
-
-    def note(self, utt: Utterance) -> None:
-        if self.line_at != self._line:
-            self._line, self._place = self.line_at, 0
-        self.where[id(utt)] = (self._line, self.line_size, self._place)
-        self._place += 1
-
-
-class _Said:
-    """A sink that keeps, in order, the utterances a single line makes (as ``Located``
-    counts them: human, slash and assistant speech)."""
-
-    def __init__(self) -> None:
-        self.said: list[Utterance] = []
-
-    def human(self, utt: Utterance) -> None:
-        self.said.append(utt)
-
-    slash = assistant = human
-
-    def model_activity(self) -> None:
-        pass
-
-    def local_output(self) -> None:
-        pass
-
-    def compact_summary(self, utt: Utterance, covered: bool) -> None:
-        pass
-
-    def snapshot(self, utt: Utterance) -> None:
-        pass
 
 
 def text_at(
@@ -88,7 +41,7 @@ def text_at(
         event = orjson.loads(line)
     except orjson.JSONDecodeError:
         event = _tolerant(line, ReadStats())
-    said = _Said()
+    said = Said()
     # a fresh reader's state decides only the start-up snapshot (never let go, not counted)
     # and timestamps (kept with the item): the texts are the first read's
     stats, ledger = scratch or (ReadStats(), Ledger())
@@ -102,7 +55,7 @@ def text_at(
 
 def refill(
     items: Iterable[dict[str, Any]], source: Path, rules: SpeechRules,
-    where: dict[int, tuple[int, int, int]],
+    where: dict[int, Where],
 ) -> Iterator[dict[str, Any]]:
     """``items`` in order, each let-go text read back while its item is being written."""
     if not where:
@@ -116,6 +69,7 @@ def refill(
                 yield item
                 continue
             block = item["message"]["content"][-1]
-            block["text"] = text_at(handle, rules, *found, scratch)
+            _, offset, size, place = found  # one file: the transcript itself
+            block["text"] = text_at(handle, rules, offset, size, place, scratch)
             yield item
             block["text"] = ""  # written: the string and orjson's UTF-8 copy of it go

@@ -43,7 +43,7 @@ import orjson
 from runtime.config import RebuildConfig
 from runtime.engine.classify import Classifier
 from runtime.engine.dirty import Ledger
-from runtime.engine.readback import _Said
+from runtime.engine.located import Said
 from runtime.engine.speech import SpeechRules
 from runtime.engine.transcript import ReadStats
 
@@ -140,7 +140,7 @@ class Translator:
         self.totals = dict.fromkeys(("input", "cached", "output"), 0)
         self.turn_totals = dict(self.totals)
         rules = SpeechRules.from_config(RebuildConfig())
-        self.said = _Said()
+        self.said = Said()
         self.classifier = Classifier(rules, ReadStats(), Ledger(), self.said)  # type: ignore[arg-type]
 
     def meta(self, stamp: str) -> dict[str, Any]:

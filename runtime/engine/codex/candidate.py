@@ -21,9 +21,10 @@ from typing import Any, overload
 from runtime.config import Config
 from runtime.engine import candidate as claude
 from runtime.engine.codex import rules
-from runtime.engine.codex.readback import Located, ReadBack, Where
+from runtime.engine.codex.readback import ReadBack
 from runtime.engine.codex.rollout import Classifier, scan, sessions_root
 from runtime.engine.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
+from runtime.engine.located import Located, Where
 from runtime.engine.speech import MARK_KEY, Utterance, carry_mark
 from runtime.engine.transcript import Progress
 from runtime.engine.turns import Turn, TurnBuilder

@@ -2,7 +2,8 @@
 rollout's speech without holding all of it (issue 16: 114 MiB for a speech-heavy 100 MB file).
 
 The reader notes, for each utterance it may let go, the file and offset of its source line,
-the line's size and the utterance's place among those the line makes (``Located``): a
+the line's size and the utterance's place among those the line makes
+(``runtime.engine.located.Located``): a
 rollout inlines its parents' lines, so the offset alone does not say where. When the rollout
 is written (``candidate.RolloutLines``), ``ReadBack`` reads each such line again with one
 ``pread``, has a fresh ``rollout.Classifier`` (the code the first read ran, on the full parse
@@ -22,51 +23,9 @@ import orjson
 from runtime.engine.codex import rules
 from runtime.engine.codex.rollout import Classifier, normalise
 from runtime.engine.dirty import Ledger
-from runtime.engine.speech import Utterance
+from runtime.engine.located import Said, Where
 from runtime.engine.transcript import ReadStats
 from runtime.errors import TranscriptError
-
-# (source file, line offset, line size, place on that line)
-Where = tuple[Path, int, int, int]
-
-
-class Located:
-    """Where each utterance a sink was given came from (``Where``).
-
-    The reader sets ``line_file`` and, through the sink, ``line_at`` and ``line_size`` before
-    each line that may speak reaches the classifier.
-    """
-
-    def __init__(self) -> None:
-        self.line_file = Path()
-        self.line_at = -1
-        self.line_size = 0
-        self._file: Path | None = None  # the line the last utterance came from
-        self._at = -1
-        self._place = 0
-        self.where: dict[int, Where] = {}  # id(utterance) -> where
-
-    def note(self, utt: Utterance) -> None:
-        at, file = self.line_at, self.line_file
-        if at != self._at or file is not self._file:
-            self._at, self._file, self._place = at, file, 0
-        self.where[id(utt)] = (file, at, self.line_size, self._place)
-        self._place += 1
-
-
-class _Said:
-    """A sink that keeps, in order, the utterances a single line makes."""
-
-    def __init__(self) -> None:
-        self.said: list[Utterance] = []
-
-    def human(self, utt: Utterance) -> None:
-        self.said.append(utt)
-
-    assistant = human
-
-    def compact_summary(self, utt: Utterance, covered: bool) -> None:
-        pass
 
 
 class ReadBack:
@@ -79,7 +38,7 @@ class ReadBack:
 
     def __init__(self) -> None:
         self.handles: dict[Path, IO[bytes]] = {}
-        self.said = _Said()
+        self.said = Said()
         self.classifier = Classifier(
             ReadStats(), Ledger(rules.NOISE_CATEGORIES), self.said)  # type: ignore[arg-type]
 
