@@ -126,7 +126,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Rebuild a long-running Claude Code session: carry every word, drop the noise.",
+        description=(
+            "Rebuild a long-running Claude Code or Codex session: carry every word, drop the noise."
+        ),
         formatter_class=formatter(argparse.HelpFormatter),
     )
     add_program_flags(parser, PROG)
