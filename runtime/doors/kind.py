@@ -62,6 +62,14 @@ class DoorKind(enum.StrEnum):
         return self is not DoorKind.POINTER
 
     @property
+    def restarts_unit(self) -> bool:
+        """A switch restarts the systemd unit the agent runs in, and with it everything in the
+        unit's cgroup: a worker started from inside must escape it first (SPEC §4.1). The tmux
+        door respawns a pane and leaves a unit that runs tmux alone — so a non-root user, who
+        may not create scopes in the system manager, needs no escape there."""
+        return self is DoorKind.SYSTEMD
+
+    @property
     def runs_codex(self) -> bool:
         """The door can switch a Codex TUI: only the tmux door respawns ``codex resume`` so far
         (a Codex unit or runner loop has no launcher yet)."""

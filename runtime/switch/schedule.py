@@ -30,7 +30,7 @@ from runtime.agents.kind import AgentKind
 from runtime.config import Config
 from runtime.doors.base import open_door
 from runtime.doors.kind import DoorKind
-from runtime.doors.systemd import escape_prefix
+from runtime.doors.systemd import EscapePlan, escape_prefix
 from runtime.errors import StoreError, ThreadlineError
 from runtime.paths import codex_rollout, codex_thread_of
 from runtime.switch.recover import expire_if_stale, reconcile_if_lost
@@ -268,8 +268,9 @@ def worker_argv(config: Config, operation_id: str) -> list[str]:
 
 def _start_worker(config: Config, store: Store, op: Operation) -> None:
     sudo_user = config.switch.systemd.sudo_user
-    plan = escape_prefix(config.switch.systemd.unit if sudo_user else op.operation_id,
-                         sudo_user=sudo_user)
+    plan = (escape_prefix(config.switch.systemd.unit if sudo_user else op.operation_id,
+                          sudo_user=sudo_user)
+            if config.switch.door.restarts_unit else EscapePlan((), None))
     unit = plan.unit if plan.prefix else None
     if not plan.ok:
         _fail(store, op, "cgroup_escape_failed", str(plan.reason))

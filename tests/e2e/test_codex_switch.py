@@ -42,7 +42,9 @@ def api() -> Iterator[CodexFakeApi]:
     assert fake.errors == []
 
 
-def write_config(root: Path, home: CodexHome, tmux: TmuxServer, resume: list[str]) -> Path:
+def write_config(root: Path, home: CodexHome, socket_name: str, resume: list[str]) -> Path:
+    """Threadline's config for the tmux door on pane ``codex:0.0`` of tmux server
+    ``socket_name`` ("": the default server, found as tmux finds it)."""
     path = root / "threadline.toml"
     path.write_text("\n".join([
         'agent = "codex"',
@@ -60,7 +62,7 @@ def write_config(root: Path, home: CodexHome, tmux: TmuxServer, resume: list[str
         "activation_timeout_seconds = 60",
         "[switch.tmux]",
         'target = "codex:0.0"',
-        f"socket_name = {toml_value(tmux.socket_name)}",
+        *([f"socket_name = {toml_value(socket_name)}"] if socket_name else []),
     ]) + "\n")
     return path
 
@@ -126,7 +128,7 @@ def test_a_running_tui_switches_to_its_rebuilt_thread_and_rolls_back(
         tmux_server: TmuxServer) -> None:  # noqa: F811
     home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
     tui = CodexTui(home, tmux_server)
-    config = write_config(tmp_path, home, tmux_server,
+    config = write_config(tmp_path, home, tmux_server.socket_name,
                           configured_resume(tui.argv(*LAUNCH_OPTIONS)))
     wire_notify(home, config)
     store = Store(tmp_path / "state")
@@ -180,7 +182,7 @@ def test_a_resume_argv_that_loses_an_option_is_refused_and_the_old_thread_resume
     home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
     tui = CodexTui(home, tmux_server)
     lossy = configured_resume(tui.argv(*LAUNCH_OPTIONS[:-2]))  # without "-a never"
-    config = write_config(tmp_path, home, tmux_server, lossy)
+    config = write_config(tmp_path, home, tmux_server.socket_name, lossy)
     wire_notify(home, config)
     store = Store(tmp_path / "state")
     try:
@@ -202,7 +204,7 @@ def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
         tmux_server: TmuxServer) -> None:  # noqa: F811
     home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
     tui = CodexTui(home, tmux_server)
-    config = write_config(tmp_path, home, tmux_server,
+    config = write_config(tmp_path, home, tmux_server.socket_name,
                           configured_resume(tui.argv(*LAUNCH_OPTIONS)))
     wire_notify(home, config)
     store = Store(tmp_path / "state")
@@ -239,7 +241,7 @@ def test_a_worker_killed_after_the_switch_is_recovered_as_activated_from_the_loc
         tmux_server: TmuxServer) -> None:  # noqa: F811
     home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
     tui = CodexTui(home, tmux_server)
-    config = write_config(tmp_path, home, tmux_server,
+    config = write_config(tmp_path, home, tmux_server.socket_name,
                           configured_resume(tui.argv(*LAUNCH_OPTIONS)))
     wire_notify(home, config)
     store = Store(tmp_path / "state")
@@ -277,7 +279,7 @@ def test_a_tui_on_the_shared_daemon_rolls_back_naming_the_daemon_and_the_fix(
     names the process that holds the lock and the fix."""
     home = CodexHome.create(tmp_path / "codex", codex_bin, api.url)
     tui = CodexTui(home, tmux_server)
-    config = write_config(tmp_path, home, tmux_server, configured_resume(tui.argv()))
+    config = write_config(tmp_path, home, tmux_server.socket_name, configured_resume(tui.argv()))
     config.write_text(config.read_text().replace("activation_timeout_seconds = 60",
                                                  "activation_timeout_seconds = 8"))
     wire_notify(home, config)
