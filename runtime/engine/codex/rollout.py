@@ -93,6 +93,9 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
     one already read for this history (a revision of a revision).
     """
     named = codex_history_file(root, thread_id)
+    odd = None  # a FIFO would block the read forever; a folder or dangling link is no rollout
+    if named is not None and not named.is_file():
+        odd, named = named, None
     if named is not None and named != exclude and named not in seen:
         return named
     read = named is not None  # the thread's file is already part of this history
@@ -114,6 +117,11 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
             f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout under "
             f"{str(root)!r} is already part of this history: a cycle of history_base; "
             "refusing it"
+        )
+    if not found and odd is not None:
+        raise TranscriptError(
+            f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout "
+            f"{str(odd)!r} is not a regular file; refusing a history without its parent"
         )
     if not found:
         raise TranscriptError(
@@ -211,10 +219,11 @@ class Lines:
         reader of ``path`` was given) when that comes first."""
         thread = base.get("thread_id") if type(base) is dict else None
         end = base.get("end_ordinal_exclusive") if type(base) is dict else None
-        if type(thread) is not str or type(end) is not int:
+        if type(thread) is not str or not thread or type(end) is not int or end < 0:
+            # a negative end would read none of the parent: a silently shorter history
             raise TranscriptError(
-                f"rollout {str(path)!r}: history_base {base!r} has no thread_id and "
-                "end_ordinal_exclusive"
+                f"rollout {str(path)!r}: history_base {base!r} has no thread_id or "
+                "no non-negative end_ordinal_exclusive"
             )
         if limit is not None:
             end = min(end, limit)

@@ -1,0 +1,77 @@
+"""The Codex reader on inputs a user's machine or a hostile file can present: parents that are
+no file, bases that point nowhere, rollouts cut mid-line or holding half an emoji, files named
+like a rollout that do not open like one. Each rollout is made line for line like the recorded
+ones (``tests.runtime.codex_rollouts``) and then edited."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.config import Config
+from runtime.engine.codex import candidate
+from runtime.errors import TranscriptError
+from tests.runtime.codex_rollouts import Rollout
+
+
+def _child(tmp_path: Path) -> tuple[Rollout, Path]:
+    """A parent thread (not written) and its fork's rollout, as ``codex exec fork`` writes them."""
+    parent = Rollout()
+    parent.exchange("parent said", "parent answered")
+    child = Rollout(first_ordinal=parent.ordinal, history_base={
+        "thread_id": parent.id, "end_ordinal_exclusive": parent.ordinal,
+        "end_byte_offset": 1})
+    child.exchange("child said", "child answered")
+    return parent, child.write(tmp_path / "sessions" / "2026" / "12" / "03")
+
+
+def test_a_parent_named_by_a_fifo_is_refused_without_waiting_for_a_writer(
+    tmp_path: Path,
+) -> None:
+    """Opening a FIFO for reading blocks until someone writes: the read must not hang."""
+    parent, path = _child(tmp_path)
+    fifo = path.parent / f"rollout-2026-12-03T09-00-00-{parent.id}.jsonl"
+    os.mkfifo(fifo)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "runtime.cli", "plan", "--transcript", str(path)],
+            capture_output=True, text=True, timeout=120,  # a bound on a hang, not a timing
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("plan waited on the FIFO named like the parent's rollout")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert str(fifo) in done.stderr and "is not a regular file" in done.stderr
+
+
+def test_a_folder_named_like_the_parent_does_not_hide_the_parent(tmp_path: Path) -> None:
+    parent, path = _child(tmp_path)
+    (tmp_path / "sessions" / "2026" / "12" / "01" /
+     f"rollout-2026-12-01T09-00-00-{parent.id}.jsonl").mkdir(parents=True)
+    parent.write(tmp_path / "sessions" / "2026" / "12" / "02")
+    built = candidate.build(path, Config())
+    assert [u.text for i in built.selected for u in built.turns[i].items] == [
+        "parent said", "parent answered", "child said", "child answered"]
+
+
+@pytest.mark.parametrize("odd", [{"end_ordinal_exclusive": -1}, {"thread_id": ""}])
+def test_a_negative_end_ordinal_or_an_empty_thread_is_refused_not_read_as_no_parent(
+    tmp_path: Path, odd: dict[str, object]
+) -> None:
+    """-1 would read none of the parent (a silently shorter history); "" every file's line 0."""
+    parent = Rollout()
+    parent.exchange("parent said", "parent answered")
+    parent.write(tmp_path / "sessions" / "2026" / "12" / "02")
+    child = Rollout(first_ordinal=parent.ordinal, history_base={
+        "thread_id": parent.id, "end_ordinal_exclusive": parent.ordinal, "end_byte_offset": 1,
+        **odd})
+    child.exchange("child said", "child answered")
+    path = child.write(tmp_path / "sessions" / "2026" / "12" / "03")
+    with pytest.raises(TranscriptError) as caught:
+        candidate.build(path, Config())
+    message = str(caught.value)
+    assert "no non-negative end_ordinal_exclusive" in message and str(path) in message
