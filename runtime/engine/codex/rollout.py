@@ -21,7 +21,14 @@ from runtime.engine.codex import rules
 from runtime.engine.codex.prefilter import Prefilter
 from runtime.engine.dirty import Ledger
 from runtime.engine.speech import MARK_KEY, Utterance, valid_timestamp
-from runtime.engine.transcript import READ_BUFFER, Progress, ReadStats, no_cycle_collection
+from runtime.engine.transcript import (
+    READ_BUFFER,
+    Progress,
+    ReadStats,
+    _malformed,
+    _tolerant,
+    no_cycle_collection,
+)
 from runtime.errors import TranscriptError
 from runtime.paths import codex_history_file
 
@@ -59,6 +66,16 @@ def session_meta(line: bytes) -> dict[str, Any] | None:
     if "type" not in event and type(event.get("id")) is str and "instructions" in event:
         return {k: v for k, v in event.items() if k != "instructions"}
     return None
+
+
+def parse(line: bytes, stats: ReadStats) -> Any:
+    """The JSON value of ``line``, or None. A line only lone UTF-16 surrogate escapes make
+    unreadable for orjson (``"\\ud83d"``, a half emoji) is read with U+FFFD in their place, as
+    the Claude reader does (counted in ``stats.lone_surrogate_lines``)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return _tolerant(line, stats) if line.strip() else None
 
 
 def normalise(event: dict[str, Any]) -> dict[str, Any]:
@@ -160,10 +177,10 @@ class Lines:
             raise TranscriptError(f"rollout {str(path)!r} cannot be read: {exc.strerror}") from exc
         name = path.name
         prefilter = self.prefilter if own else None  # a parent's lines need their ordinals
-        loads = orjson.loads
         locate = self.locate
         ordinal = -1
         offset = 0  # of the next line (the prefilter's loop keeps ``self.position``)
+        line = b"\n"
         with handle:
             source = enumerate(handle, 1) if prefilter is None else prefilter.unsettled(
                 handle, self)
@@ -173,10 +190,7 @@ class Lines:
                 if own and prefilter is None:
                     self.position += size
                     self.stats.lines += 1
-                try:
-                    event = loads(line)
-                except orjson.JSONDecodeError:
-                    event = None
+                event = parse(line, self.stats)
                 if type(event) is not dict:
                     self._bad(line, size, lineno, own)
                     continue
@@ -202,15 +216,19 @@ class Lines:
                     locate.line_at = offset - size if prefilter is None else self.position - size
                     locate.line_size = size
                 yield event, size, f"{name}:{lineno}"
+        # the prefilter hands on every malformed line: the last one read is the file's last
+        if own and not line.endswith(b"\n") and self.stats.last_malformed == self.stats.lines:
+            self.stats.partial_tail = True  # cut mid-write (a parent's cut is a read bound)
 
     def _bad(self, line: bytes, size: int, lineno: int, own: bool) -> None:
         if not line.strip():
             self.stats.blank_lines += own
             return
-        self.stats.malformed += 1
+        if own:  # the Claude reader's counts: samples, non-UTF-8, the last one (partial tail)
+            _malformed(self.stats, self.ledger, lineno, line)
+            return
+        self.stats.malformed += 1  # a parent's line numbers are another file's
         self.ledger.malformed_bytes += size
-        if len(self.stats.malformed_lines) < 20 and own:
-            self.stats.malformed_lines.append(lineno)
 
     def _parent(
         self, path: Path, base: Any, depth: int, limit: int | None

@@ -10,10 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from runtime.config import Config
+from runtime.engine import candidate as claude_candidate
 from runtime.engine.codex import candidate
+from runtime.engine.codex.rollout import scan
+from runtime.engine.codex.verify import verify_rollout
+from runtime.engine.report import plan_report
 from runtime.errors import TranscriptError
 from tests.runtime.codex_rollouts import Rollout
 
@@ -27,6 +32,9 @@ def _child(tmp_path: Path) -> tuple[Rollout, Path]:
         "end_byte_offset": 1})
     child.exchange("child said", "child answered")
     return parent, child.write(tmp_path / "sessions" / "2026" / "12" / "03")
+
+
+HALF_EMOJI = b"\\ud83d"  # what a JavaScript writer leaves of a split emoji
 
 
 def test_a_parent_named_by_a_fifo_is_refused_without_waiting_for_a_writer(
@@ -75,3 +83,52 @@ def test_a_negative_end_ordinal_or_an_empty_thread_is_refused_not_read_as_no_par
         candidate.build(path, Config())
     message = str(caught.value)
     assert "no non-negative end_ordinal_exclusive" in message and str(path) in message
+
+
+def test_a_rollout_cut_mid_line_reports_its_partial_tail_and_non_utf8_lines(
+    tmp_path: Path,
+) -> None:
+    rollout = Rollout()
+    rollout.exchange("first", "first reply")
+    rollout.start("exec")
+    rollout.user("second")
+    rollout.assistant("second reply")
+    broken = rollout.lines[-3].replace(b'"text":"second"', b'"text":"sec\xffond"')
+    rollout.lines[-3] = broken  # the UserMessage copy, made invalid UTF-8
+    rollout.lines[-1] = rollout.lines[-1][:-40]  # the assistant message, written half
+    path = rollout.write(tmp_path)
+    path.write_bytes(path.read_bytes().removesuffix(b"\n"))
+    report = plan_report(path, Config())
+    assert report["malformed"]["partial_tail"] is True
+    assert report["malformed"]["lines"] == 2 and report["malformed"]["non_utf8"] == 1
+    assert report["malformed"]["sample_line_numbers"] == [
+        len(rollout.lines) - 2, len(rollout.lines)]
+    path.write_bytes(path.read_bytes() + b"\n")  # a complete but broken last line: no tail
+    assert plan_report(path, Config())["malformed"]["partial_tail"] is False
+
+
+@pytest.mark.parametrize("hold", [None, 0])  # 0: every old text let go and read back
+def test_half_an_emoji_in_a_typed_message_is_carried_with_u_fffd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold: int | None
+) -> None:
+    """Codex's serde_json never writes a lone surrogate escape; a hand edit or a JavaScript
+    tool may. The Claude reader's repair applies: the words around it are carried."""
+    rollout = Rollout()
+    rollout.exchange("smile HALF please", "smiled")
+    for n in range(11):  # past the poison window, so a let-go text is read back
+        rollout.exchange(f"more {n}", f"reply {n}")
+    raw = b"\n".join(rollout.lines).replace(b"HALF", HALF_EMOJI) + b"\n"
+    path = tmp_path / f"rollout-2026-12-03T10-00-00-{rollout.id}.jsonl"
+    path.write_bytes(raw)
+    if hold is not None:
+        monkeypatch.setattr(claude_candidate, "HOLD_CHARS", hold)
+    built = candidate.build(path, Config())
+    assert built.blocked_reason is None
+    assert built.read.lone_surrogate_lines == 2  # the message and its UI copy
+    assert built.read.malformed == 0
+    written = candidate.write(built, tmp_path / "out")
+    verify_rollout(written, built)
+    said = orjson.loads(written.read_bytes().split(b"\n")[1])["payload"]["content"][-1]["text"]
+    assert said == "smile \ufffd please"
+    reference = scan(path, fast=False)[0]  # the full parse reads it the same way
+    assert reference.speech == built.read.speech
