@@ -199,8 +199,8 @@ class Lines:
                 ordinal = given if type(given) is int else ordinal + 1
                 if lineno == 1 and event.get("type") == "session_meta":
                     meta = event.get("payload")
-                    if own:
-                        self.meta = meta if type(meta) is dict else {}
+                    if own and type(meta) is dict:  # else no line 0: Codex refuses it too
+                        self.meta = meta
                     base = meta.get("history_base") if type(meta) is dict else None
                     if base is not None:
                         # before the end test: a parent's own lines continue its base's

@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from runtime.cli import main
 from runtime.config import Config
 from runtime.engine import candidate as claude_candidate
 from runtime.engine.codex import candidate
@@ -132,3 +133,25 @@ def test_half_an_emoji_in_a_typed_message_is_carried_with_u_fffd(
     assert said == "smile \ufffd please"
     reference = scan(path, fast=False)[0]  # the full parse reads it the same way
     assert reference.speech == built.read.speech
+
+
+@pytest.mark.parametrize("broken", ["second", "no object"])
+@pytest.mark.parametrize("command", ["plan", "fork"])
+def test_a_rollout_named_file_that_does_not_open_with_session_meta_is_a_codex_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], broken: str, command: str
+) -> None:
+    """Read as a Claude transcript it would hold 'nothing to carry' though it holds speech;
+    read with an empty line 0 it would fork into a rollout without cwd, provider or
+    instructions. Codex itself refuses both (``does not start with session metadata``)."""
+    rollout = Rollout()
+    rollout.exchange("said", "answered")
+    if broken == "second":
+        rollout.lines[0], rollout.lines[1] = rollout.lines[1], rollout.lines[0]
+    else:
+        line = orjson.loads(rollout.lines[0])
+        rollout.lines[0] = orjson.dumps({**line, "payload": str(line["payload"]["id"])})
+    path = rollout.write(tmp_path)
+    code = main([command, "--transcript", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "does not start with session_meta" in err
