@@ -155,3 +155,30 @@ def test_a_rollout_named_file_that_does_not_open_with_session_meta_is_a_codex_er
     out, err = capsys.readouterr()
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "does not start with session_meta" in err
+
+
+@pytest.mark.parametrize("copied", [("Part one. ", "Part two."), ("Part one. ", "Part three.")])
+def test_the_ui_copy_of_a_two_part_reply_is_recognised_and_a_changed_one_is_not(
+    tmp_path: Path, copied: tuple[str, str]
+) -> None:
+    """Codex's AgentMessage copy holds one Text part per output_text part; the reader takes
+    each part as an utterance and the copy's parts joined: the audit matches them joined."""
+    rollout = Rollout()
+    rollout.start("exec", harness=True)
+    rollout.user("say two things")
+    rollout.event("item_completed", item={"type": "AgentMessage", "id": "msg_31_0", "content": [
+        {"type": "Text", "text": text} for text in copied]})
+    rollout.message("assistant", [
+        {"type": "output_text", "text": "Part one. ", "annotations": []},
+        {"type": "output_text", "text": "Part two.", "annotations": []}],
+        {"turn_id": "turn-1", "content_item_kinds": ["unknown", "unknown"]},
+        {"history_sequence": 4, "client_authored": False})
+    rollout.end("Part one. Part two.")
+    built = candidate.build(rollout.write(tmp_path), Config())
+    assert [u.text for u in built.turns[0].items] == [
+        "say two things", "Part one. ", "Part two."]
+    if copied[1] == "Part two.":
+        assert built.blocked_reason is None
+    else:
+        assert built.blocked_reason is not None
+        assert built.blocked_reason.startswith("unrecognised speech: 1 UI cop(ies)")
