@@ -246,6 +246,7 @@ def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict
     for turn in turns:
         for utt in turn.items:
             said[(utt.role, utt.text)] += 1
+    said.update(_joined(turns))
     for summary in sink.summaries:
         said[("assistant", summary.utterance.text)] += 1
     unrecognised: Counter[str] = Counter()
@@ -261,6 +262,25 @@ def _audit(classifier: Classifier, turns: list[Turn], sink: TurnBuilder) -> dict
                 if len(first) < 20:
                     first.append({"shape": f"{role} ui copy", "chars": len(text)})
     return {"candidates": candidates, "unrecognised": dict(unrecognised), "first_lines": first}
+
+
+def _joined(turns: list[Turn]) -> Iterator[tuple[str, str]]:
+    """``(role, text)`` of each message that spoke in more than one text part: its UI copy
+    holds a part per text part, read joined (``rollout.Classifier.keep_copy``), while each
+    part is an utterance of its own (named ``<message>#<part>``)."""
+    message: str | None = None
+    role = ""
+    parts: list[str] = []
+    for turn in turns:
+        for utt in turn.items:
+            at = utt.source_uuid.rpartition("#")[0]
+            if at != message:
+                if len(parts) > 1:
+                    yield role, "".join(parts)
+                message, role, parts = at, utt.role, []
+            parts.append(utt.text)
+    if len(parts) > 1:
+        yield role, "".join(parts)
 
 
 def _in_order(copies: list[str], texts: list[str]) -> bool:

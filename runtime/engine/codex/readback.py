@@ -18,10 +18,8 @@ import os
 from pathlib import Path
 from typing import IO
 
-import orjson
-
 from runtime.engine.codex import rules
-from runtime.engine.codex.rollout import Classifier, normalise
+from runtime.engine.codex.rollout import Classifier, normalise, parse
 from runtime.engine.dirty import Ledger
 from runtime.engine.located import Said, Where
 from runtime.engine.transcript import ReadStats
@@ -61,10 +59,7 @@ class ReadBack:
                 raise TranscriptError(
                     f"rollout {str(path)!r} cannot be read back: {exc.strerror}") from exc
         line = os.pread(handle.fileno(), size, offset)
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            event = None
+        event = parse(line, self.classifier.stats)  # as the first read parsed it (lone surrogates)
         said = self.said.said
         said.clear()
         if type(event) is dict:

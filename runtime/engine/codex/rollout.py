@@ -21,7 +21,14 @@ from runtime.engine.codex import rules
 from runtime.engine.codex.prefilter import Prefilter
 from runtime.engine.dirty import Ledger
 from runtime.engine.speech import MARK_KEY, Utterance, valid_timestamp
-from runtime.engine.transcript import READ_BUFFER, Progress, ReadStats, no_cycle_collection
+from runtime.engine.transcript import (
+    READ_BUFFER,
+    Progress,
+    ReadStats,
+    _malformed,
+    _tolerant,
+    no_cycle_collection,
+)
 from runtime.errors import TranscriptError
 from runtime.paths import codex_history_file
 
@@ -61,6 +68,16 @@ def session_meta(line: bytes) -> dict[str, Any] | None:
     return None
 
 
+def parse(line: bytes, stats: ReadStats) -> Any:
+    """The JSON value of ``line``, or None. A line only lone UTF-16 surrogate escapes make
+    unreadable for orjson (``"\\ud83d"``, a half emoji) is read with U+FFFD in their place, as
+    the Claude reader does (counted in ``stats.lone_surrogate_lines``)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return _tolerant(line, stats) if line.strip() else None
+
+
 def normalise(event: dict[str, Any]) -> dict[str, Any]:
     """A pre-envelope line (a bare item or ``record_type`` line) in the current envelope."""
     if "payload" in event:
@@ -93,6 +110,9 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
     one already read for this history (a revision of a revision).
     """
     named = codex_history_file(root, thread_id)
+    odd = None  # a FIFO would block the read forever; a folder or dangling link is no rollout
+    if named is not None and not named.is_file():
+        odd, named = named, None
     if named is not None and named != exclude and named not in seen:
         return named
     read = named is not None  # the thread's file is already part of this history
@@ -114,6 +134,11 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
             f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout under "
             f"{str(root)!r} is already part of this history: a cycle of history_base; "
             "refusing it"
+        )
+    if not found and odd is not None:
+        raise TranscriptError(
+            f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout "
+            f"{str(odd)!r} is not a regular file; refusing a history without its parent"
         )
     if not found:
         raise TranscriptError(
@@ -152,10 +177,10 @@ class Lines:
             raise TranscriptError(f"rollout {str(path)!r} cannot be read: {exc.strerror}") from exc
         name = path.name
         prefilter = self.prefilter if own else None  # a parent's lines need their ordinals
-        loads = orjson.loads
         locate = self.locate
         ordinal = -1
         offset = 0  # of the next line (the prefilter's loop keeps ``self.position``)
+        line = b"\n"
         with handle:
             source = enumerate(handle, 1) if prefilter is None else prefilter.unsettled(
                 handle, self)
@@ -165,10 +190,7 @@ class Lines:
                 if own and prefilter is None:
                     self.position += size
                     self.stats.lines += 1
-                try:
-                    event = loads(line)
-                except orjson.JSONDecodeError:
-                    event = None
+                event = parse(line, self.stats)
                 if type(event) is not dict:
                     self._bad(line, size, lineno, own)
                     continue
@@ -177,8 +199,8 @@ class Lines:
                 ordinal = given if type(given) is int else ordinal + 1
                 if lineno == 1 and event.get("type") == "session_meta":
                     meta = event.get("payload")
-                    if own:
-                        self.meta = meta if type(meta) is dict else {}
+                    if own and type(meta) is dict:  # else no line 0: Codex refuses it too
+                        self.meta = meta
                     base = meta.get("history_base") if type(meta) is dict else None
                     if base is not None:
                         # before the end test: a parent's own lines continue its base's
@@ -194,15 +216,19 @@ class Lines:
                     locate.line_at = offset - size if prefilter is None else self.position - size
                     locate.line_size = size
                 yield event, size, f"{name}:{lineno}"
+        # the prefilter hands on every malformed line: the last one read is the file's last
+        if own and not line.endswith(b"\n") and self.stats.last_malformed == self.stats.lines:
+            self.stats.partial_tail = True  # cut mid-write (a parent's cut is a read bound)
 
     def _bad(self, line: bytes, size: int, lineno: int, own: bool) -> None:
         if not line.strip():
             self.stats.blank_lines += own
             return
-        self.stats.malformed += 1
+        if own:  # the Claude reader's counts: samples, non-UTF-8, the last one (partial tail)
+            _malformed(self.stats, self.ledger, lineno, line)
+            return
+        self.stats.malformed += 1  # a parent's line numbers are another file's
         self.ledger.malformed_bytes += size
-        if len(self.stats.malformed_lines) < 20 and own:
-            self.stats.malformed_lines.append(lineno)
 
     def _parent(
         self, path: Path, base: Any, depth: int, limit: int | None
@@ -211,10 +237,11 @@ class Lines:
         reader of ``path`` was given) when that comes first."""
         thread = base.get("thread_id") if type(base) is dict else None
         end = base.get("end_ordinal_exclusive") if type(base) is dict else None
-        if type(thread) is not str or type(end) is not int:
+        if type(thread) is not str or not thread or type(end) is not int or end < 0:
+            # a negative end would read none of the parent: a silently shorter history
             raise TranscriptError(
-                f"rollout {str(path)!r}: history_base {base!r} has no thread_id and "
-                "end_ordinal_exclusive"
+                f"rollout {str(path)!r}: history_base {base!r} has no thread_id or "
+                "no non-negative end_ordinal_exclusive"
             )
         if limit is not None:
             end = min(end, limit)

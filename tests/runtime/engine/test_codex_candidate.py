@@ -145,13 +145,15 @@ def test_plan_dirty_and_fork_work_on_a_codex_rollout(
     assert all(e["source_sha256"] == e["candidate_sha256"] for e in entries)
 
 
-def test_forcing_claude_on_a_rollout_reads_it_as_a_transcript(
+def test_forcing_claude_on_a_rollout_is_a_one_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Read as a Claude transcript a rollout holds no speech: a silent 'nothing to carry'."""
     source = noisy(tmp_path)
-    code, out, _ = run(capsys, "plan", "--transcript", str(source), "--json", "--agent", "claude")
-    assert code == 0
-    assert json.loads(out)["speech"]["source"]["typed"] == 0
+    for command in ("plan", "dirty", "fork"):
+        code, out, err = run(capsys, command, "--transcript", str(source), "--agent", "claude")
+        assert code == 1 and out == ""
+        assert err.count("\n") == 1 and "is a Codex rollout" in err and str(source) in err
 
 
 def test_fork_of_a_rollout_without_speech_refuses_in_one_line(

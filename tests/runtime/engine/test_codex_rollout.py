@@ -34,8 +34,9 @@ def test_line0_session_meta_picks_codex_and_a_transcript_stays_claude(tmp_path: 
     claude = t.write(tmp_path / "11111111-2222-3333-4444-555555555555.jsonl")
     assert detect(codex) == "codex"
     assert detect(claude) == "claude"
-    assert detect(codex, "claude") == "claude"
     assert detect(claude, "codex") == "codex"
+    with pytest.raises(TranscriptError, match="is a Codex rollout .* leave out --agent claude"):
+        detect(codex, "claude")  # read as a transcript it would hold nothing: refused
     with pytest.raises(ConfigError, match="'gemini' is not one of claude, codex"):
         detect(codex, "gemini")
 
