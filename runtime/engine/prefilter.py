@@ -113,7 +113,7 @@ class Prefilter:
             return False
         try:
             head = _decode_head(line)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # msgspec recurses into skipped values
             return False
         kind = head.type
         if type(kind) is not str:
@@ -262,7 +262,7 @@ class Prefilter:
                 if memoryview(inner)[:1] == b"[":  # type: ignore[comparison-overlap]
                     try:
                         items = _decode_inner(inner)
-                    except msgspec.DecodeError:
+                    except (msgspec.DecodeError, RecursionError):
                         return False
                     for item in items:
                         if item.type == "image":

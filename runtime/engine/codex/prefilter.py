@@ -189,7 +189,7 @@ class Prefilter:
             position += size
             try:
                 head: _Head | _CopyHead = decode(line)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):  # msgspec recurses into skipped values
                 head = _NO_HEAD
             payload = head.payload
             if payload is not None:

@@ -137,3 +137,18 @@ def _message(role: str, part_type: Any, passthrough: Any = None) -> dict[str, An
     "content_item_metadata": [{"provenance": {"type": []}}]})])
 def test_odd_shaped_lines_never_crash_and_stay_user_or_assistant(lines: list[Any]) -> None:
     _check(META + b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+
+def test_a_deeply_nested_value_in_a_noise_line_is_read_not_a_recursion_crash() -> None:
+    """A value nested 1000 deep in a tool line (orjson reads up to 1024): msgspec's skip of
+    it recursed past Python's limit, and ``plan`` died with a RecursionError traceback."""
+    deep = b"[" * 1000 + b"]" * 1000
+    data = BASE.replace(b'"encrypted_content"', b'"nested":' + deep + b',"encrypted_content"', 1)
+    assert data != BASE
+    path = WORK / "rollout-2026-12-03T10-00-00-01a23b12-da7f-7f00-b596-a358c49a08fb.jsonl"
+    path.write_bytes(data)
+    built = candidate.build(path, Config())
+    path.write_bytes(BASE)
+    plain = candidate.build(path, Config())
+    assert built.read.malformed == 0
+    assert [i["payload"] for i in built.items[1:]] == [i["payload"] for i in plain.items[1:]]

@@ -123,3 +123,25 @@ def test_a_dotdot_path_outside_the_project_is_not_called_a_symlink(tmp_path: Pat
     with pytest.raises(OutsideProjectError) as caught:
         resolve_transcript(project / ".." / "x.jsonl", config)
     assert "symlink" not in str(caught.value) and "outside project_dir" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["tool_result", "attachment", "progress"])
+def test_a_deeply_nested_value_in_a_noise_line_is_read_not_a_recursion_crash(
+    tmp_path: Path, kind: str,
+) -> None:
+    """An MCP tool's structured result nested 1000 deep: JSON.parse reads it (so does orjson,
+    up to 1024), msgspec's skip of the field recursed past Python's limit: RecursionError."""
+    t = Transcript()
+    t.user("keep the blue door")
+    if kind == "tool_result":
+        t.tool_round(result="NESTED")
+    elif kind == "attachment":
+        t.event("attachment", {"attachment": {"type": "mcp_resource", "content": "NESTED"}})
+    else:
+        t.event("progress", {"data": {"type": "mcp_progress", "output": "NESTED"}})
+    t.assistant("noted")
+    deep = b"[" * 1000 + b"]" * 1000
+    t.lines = [line.replace(b'"NESTED"', deep) for line in t.lines]
+    built = build(tmp_path, t)
+    assert texts(built) == ["keep the blue door", "noted"]
+    assert built.read.malformed == 0
