@@ -12,7 +12,7 @@ and counts *candidate* speech by raw shape:
 - ``origin.kind`` on user events (other than ``human`` and ``task-notification``);
 - attachments carrying a ``prompt`` (any subtype, prompt mode);
 - ``tool_use`` blocks whose name says ``reply`` with a text argument;
-- ``<command-name>`` tags (slash commands);
+- ``<command-name>`` tags with no words outside tags beside them (slash commands);
 - raw text blocks of user/assistant lines not marked meta/sidechain, after removing *every*
   tag pair (not only the configured injected ones), interrupt markers excepted.
 
@@ -363,7 +363,8 @@ class SecondReading:
         lead = mark.get("lead") if isinstance(mark, dict) else None
         if lead is not None and texts[:1] == [lead]:
             texts = texts[1:]  # the time stamp an earlier rebuild added
-        if any(contains(t, "<command-name>") for t in texts):
+        # a slash command is its tags alone; words beside them are a human's, read below
+        if any(contains(t, "<command-name>") and not _spoken(t) for t in texts):
             self.slash_lines += 1
             self.first_slash = self.first_slash or line
         uuid = event.get("uuid")

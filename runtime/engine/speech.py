@@ -26,6 +26,7 @@ SNAPSHOT_MARKERS: tuple[str, ...] = ("# claudeMd", "CLAUDE.md", "MEMORY.md", "# 
 _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_COMMAND_TAGS = re.compile(r"<(command-(?:name|message|args))>.*?</\1>", re.S)
 _ISO = re.compile(
     r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
     r"(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)"
@@ -194,9 +195,15 @@ class SpeechRules:
         return self.strip_injected(first)[0].lstrip().startswith("<channel source=")
 
     def slash_line(self, text: str) -> str | None:
-        """``/name args`` from a slash-command event, or None when it names no command."""
+        """``/name args`` from a slash-command event, or None when it names no command.
+
+        Claude Code writes a slash command as its command tags alone; a text with words
+        beside them is a human quoting the tags, judged as typed text (its words kept).
+        """
         name = _COMMAND_NAME.search(text)
         if name is None or not name.group(1):
+            return None
+        if _COMMAND_TAGS.sub("", self.strip_injected(text)[0]).strip():
             return None
         command = name.group(1)
         if not command.startswith("/"):

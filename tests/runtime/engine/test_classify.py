@@ -152,6 +152,26 @@ def test_slash_command_with_args_is_carried_when_the_model_answers(tmp_path: Pat
     assert kinds(built) == ["slash", "assistant_text"]
 
 
+@pytest.mark.parametrize("said", [
+    "why does the log show <command-name>/orchestrator</command-name> and not my request?",
+    slash_text("/orchestrator", "create TODO app") + "\nand keep the blue door",
+])
+def test_command_tags_quoted_beside_human_words_are_typed_text_not_a_slash_command(
+    tmp_path: Path, said: str,
+) -> None:
+    """Claude Code writes a slash command as its tags alone; the words beside quoted tags were
+    lost (carried as ``/orchestrator``), and the audit, matching one item per line, agreed."""
+    t = Transcript()
+    t.user(said)
+    t.assistant("Those are Claude Code's command tags.")
+    built = build(tmp_path, t)
+    assert kinds(built) == ["typed", "assistant_text"]
+    kept = texts(built)[0]
+    assert ("why does the log show" in kept) or ("and keep the blue door" in kept)
+    assert "<command-name>" not in kept  # the tags are still injected blocks (SPEC §3.3)
+    assert built.blocked_reason is None
+
+
 def test_slash_command_answered_by_tool_calls_only_is_still_carried(tmp_path: Path) -> None:
     t = Transcript()
     t.user(slash_text("/review"))

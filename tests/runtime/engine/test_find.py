@@ -71,7 +71,9 @@ def test_strip_injected_past_the_tries_gives_the_same_as_its_subn() -> None:
 def test_a_slash_command_behind_many_stray_brackets_is_still_recognised(tmp_path: Path) -> None:
     crowded = "x < y → z\n" * (find.TRIES + 4)
     t = Transcript()
-    t.user(crowded + slash_text("/review", "now"))
+    # a slash command is its tags alone (words beside them are typed text): the brackets
+    # sit in an injected block before them, as older versions prepended reminders
+    t.user(f"<system-reminder>{crowded}</system-reminder>\n" + slash_text("/review", "now"))
     t.assistant("reviewing")
     t.user(crowded + "<local-command-stdout>local</local-command-stdout> and words")
     t.assistant("ok")
