@@ -127,7 +127,7 @@ def _build(
     plan = _select(sink, turns, stamps, config)
     recognised = _recognised(sink, turns)
     if isinstance(sink, _Shedding) and sink.tokens:
-        recognised.replay = partial(_replay, Path(source), config)
+        recognised.replay = partial(_replay, Path(source), config, read.bytes)
     second = reading.compare(recognised)
     if plan.blocked is None and second.reason() is not None and (
         knobs.unrecognised_speech == "block"
@@ -354,9 +354,10 @@ class _Shedding(TurnBuilder, Generic[W]):
         turn.items = items
 
 
-def _replay(source: Path, config: Config, hear: Hear) -> None:
-    """Read ``source`` again and tell every human text the turns hold to ``hear``."""
-    scan(source, config.rebuild, _Shedding(config, hear))
+def _replay(source: Path, config: Config, size: int, hear: Hear) -> None:
+    """Read ``source`` again, as far as it was read first (``size`` bytes), and tell every
+    human text the turns hold to ``hear``."""
+    scan(source, config.rebuild, _Shedding(config, hear), limit=size)
 
 
 def _lay_out(

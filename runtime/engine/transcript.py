@@ -146,6 +146,7 @@ def scan(
     observer: Observer | None = None,
     *,
     fast: bool | None = None,
+    limit: int | None = None,
 ) -> tuple[ReadStats, Ledger]:
     """Read ``path`` once, classify every event, and return what was seen and the ledger.
 
@@ -155,6 +156,9 @@ def scan(
     ``fast`` (default ``FAST``) lets ``runtime.engine.prefilter`` settle the lines that cannot carry
     speech without parsing them whole; False parses every line, the plain reference path the
     tests hold the fast one to.
+    ``limit`` (default: the file's size when it is opened) is how many bytes are read: a
+    transcript Claude Code appends to meanwhile is read as it was, its last line cut where
+    the limit falls (a partial tail), never split in two where a read met a half-written line.
     """
     # the Claude classifier and prefilter, imported here: the Codex reader uses this module's
     # helpers (ReadStats, READ_BUFFER, ...) and never them
@@ -173,7 +177,7 @@ def scan(
     locate = sink is not None and hasattr(sink, "line_at")
     try:
         handle = open(path, "rb", buffering=READ_BUFFER)
-        total = os.fstat(handle.fileno()).st_size
+        total = os.fstat(handle.fileno()).st_size if limit is None else limit
     except OSError as exc:
         raise TranscriptError(f"transcript {str(path)!r} cannot be read: {exc.strerror}") from exc
     step = max(total // 100, 1 << 20)
@@ -183,8 +187,13 @@ def scan(
     last = b""
     with handle:
         for line in handle:
-            lineno += 1
+            if position >= total:
+                break  # written after the read began
             size = len(line)
+            if position + size > total:
+                line = line[: total - position]
+                size = len(line)
+            lineno += 1
             position += size
             last = line
             if progress is not None and position >= next_mark:

@@ -145,3 +145,33 @@ def test_a_deeply_nested_value_in_a_noise_line_is_read_not_a_recursion_crash(
     built = build(tmp_path, t)
     assert texts(built) == ["keep the blue door", "noted"]
     assert built.read.malformed == 0
+
+
+
+def test_a_transcript_appended_to_while_it_is_read_is_read_as_it_was_when_opened(
+    tmp_path: Path,
+) -> None:
+    """The reader met a half-written line at the end of the file; Claude Code finished it
+    before the next read, which went on into the rest: the line became two malformed lines
+    in the middle (a pasted prompt lost), and what came after the read began was read too."""
+    t = Transcript()
+    t.user("keep the blue door")
+    t.tool_round(result="x" * 500_000)  # a big tool result: 1 MB, the reader reports progress
+    t.assistant("noted")
+    t.user("and this paste: " + "y" * 200_000)
+    t.assistant("read it")
+    *before, cut, later = t.lines
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\n".join(before) + b"\n" + cut[:150_000])
+    size = path.stat().st_size
+    appended: list[int] = []
+
+    def claude_code_writes(position: int, total: int) -> None:
+        if not appended and position == size:  # the half-written line was just read
+            with open(path, "ab") as out:
+                appended.append(out.write(cut[150_000:] + b"\n" + later + b"\n"))
+
+    stats, _ = scan(path, Config().rebuild, progress=claude_code_writes)
+    assert appended  # the rest was written while the file was read
+    assert (stats.lines, stats.malformed, stats.partial_tail) == (len(before) + 1, 1, True)
+    assert stats.bytes == size and stats.speech["assistant_text"] == 1
