@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import orjson
 
@@ -186,14 +186,9 @@ def scan(
     position = 0
     last = b""
     with handle:
-        for line in handle:
-            if position >= total:
-                break  # written after the read began
-            size = len(line)
-            if position + size > total:
-                line = line[: total - position]
-                size = len(line)
+        for line in as_opened(handle, total):
             lineno += 1
+            size = len(line)
             position += size
             last = line
             if progress is not None and position >= next_mark:
@@ -238,6 +233,24 @@ def scan(
             f"{stats.malformed} malformed line(s) and no valid event"
         )
     return stats, ledger
+
+
+def as_opened(handle: BinaryIO, size: int | None = None) -> Iterator[bytes]:
+    """The lines of ``handle``'s first ``size`` bytes (default: the file's size now).
+
+    Claude Code and Codex append to the file being read: iterating it past that size met a
+    half-written line at the end and then its rest, two lines where there is one. Read this
+    way, what was written after the read began is left for the next read, and a last line
+    cut at ``size`` is the partial tail.
+    """
+    left = os.fstat(handle.fileno()).st_size if size is None else size
+    for line in handle:
+        if len(line) >= left:
+            if left:
+                yield line[:left]
+            return
+        left -= len(line)
+        yield line
 
 
 def _tolerant(line: bytes, stats: ReadStats) -> Any:

@@ -27,6 +27,7 @@ from runtime.engine.transcript import (
     ReadStats,
     _malformed,
     _tolerant,
+    as_opened,
     no_cycle_collection,
 )
 from runtime.errors import TranscriptError
@@ -182,8 +183,9 @@ class Lines:
         offset = 0  # of the next line (the prefilter's loop keeps ``self.position``)
         line = b"\n"
         with handle:
-            source = enumerate(handle, 1) if prefilter is None else prefilter.unsettled(
-                handle, self)
+            read = as_opened(handle)  # as it was when opened: Codex may be appending
+            source = enumerate(read, 1) if prefilter is None else prefilter.unsettled(
+                read, self)
             for lineno, line in source:
                 size = len(line)
                 offset += size

@@ -369,3 +369,30 @@ def test_a_pre_envelope_rollout_is_read(tmp_path: Path) -> None:
     built = candidate.build(path, Config())
     assert [u.text for u in built.turns[0].items] == ["old format question", "old format answer"]
     assert built.ledger.noise["reasoning"] > 0
+
+
+def test_a_rollout_appended_to_while_it_is_read_is_read_as_it_was_when_opened(
+    tmp_path: Path,
+) -> None:
+    """Codex appends while ``plan`` reads: the reader went on into lines written after it
+    began (and could meet a half-written line and its rest as two lines)."""
+    rollout = Rollout()
+    rollout.exchange("keep the blue door", "noted")
+    rollout.tool_round(output="x" * 1_100_000)  # a big tool output: the reader reports progress
+    rollout.exchange("and the red one", "noted too")
+    path = rollout.write(tmp_path)
+    size = path.stat().st_size
+    later = Rollout(rollout.id)
+    later.exchange("typed after the read began", "late answer")
+    appended: list[int] = []
+
+    def codex_writes(position: int, total: int) -> None:
+        if not appended:
+            with open(path, "ab") as out:
+                appended.append(out.write(b"\n".join(later.lines[1:]) + b"\n"))
+
+    # the reference path: the fast one reads on to the end between two reports of progress
+    stats, _, _, _ = scan(path, TurnBuilder(), codex_writes, fast=False)
+    assert appended  # written while the file was read
+    assert stats.bytes == size and stats.lines == len(rollout.lines)
+    assert stats.speech["typed"] == 2
