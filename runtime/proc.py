@@ -10,6 +10,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -162,7 +163,17 @@ def _replace_atomically(target: Path, fill: Callable[[BinaryIO], object], mode: 
     """Temp file beside ``target`` (``owner``, ``mode``), ``fill`` it, fsync, rename, fsync dir.
 
     Any failure removes the temp file; an OSError becomes ``ProcError(f"{failure}: {strerror}")``.
+    A ``target`` that is there but is neither a file nor a symlink is refused: the rename would
+    put a file in place of a device or a pipe (``--manifest /dev/null`` run as root).
     """
+    try:
+        kind = os.lstat(target).st_mode
+    except FileNotFoundError:
+        kind = stat.S_IFREG
+    except OSError as exc:
+        raise ProcError(f"{failure}: {exc.strerror}") from exc
+    if not (stat.S_ISREG(kind) or stat.S_ISLNK(kind) or stat.S_ISDIR(kind)):
+        raise ProcError(f"{failure}: it exists and is not a regular file")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:

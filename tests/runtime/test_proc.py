@@ -49,6 +49,17 @@ def test_a_failed_rename_removes_the_temp_file_and_names_the_target(tmp_path: Pa
     assert target.is_dir() and leftovers(tmp_path) == []
 
 
+def test_a_pipe_or_device_in_the_way_is_refused_not_replaced_by_a_file(tmp_path: Path) -> None:
+    """``tl-rebuild fork --manifest /dev/null`` run as root put a 0600 file in place of
+    /dev/null; a FIFO stands in for the device here."""
+    target = tmp_path / "manifest.jsonl"
+    os.mkfifo(target)
+    with pytest.raises(ProcError, match=r"cannot write '.*manifest\.jsonl': it exists and is "
+                                        r"not a regular file"):
+        proc.atomic_write(target, b"x")
+    assert stat.S_ISFIFO(target.lstat().st_mode) and leftovers(tmp_path) == []
+
+
 def test_any_failure_while_filling_removes_the_temp_file_and_keeps_the_old_file(
     tmp_path: Path,
 ) -> None:
