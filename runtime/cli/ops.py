@@ -75,7 +75,7 @@ def act_as_state_owner(state_dir: Any) -> None:
     """
     import os
 
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or state_dir is None:  # no state dir: the command says so itself
         return
     try:
         owner = os.stat(state_dir).st_uid

@@ -195,6 +195,20 @@ def test_the_caller_stays_who_it_is_unless_root_meets_another_users_state_dir(
     act_as_state_owner(tmp_path)  # not root: nothing to drop
 
 
+def test_root_without_a_config_is_told_state_dir_is_needed_not_shown_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``sudo tl-rebuild status --json`` with no config: os.stat(None) raised a TypeError."""
+    monkeypatch.delenv("THREADLINE_CONFIG", raising=False)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    for command in ("status", "list", "recover", "gc"):
+        assert main([command, "--json"]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and err == (
+            "tl-rebuild: error: state_dir: required for operations (set it in the runtime "
+            "config)\n")
+
+
 def _has_entry(pwd: object, uid: int) -> bool:
     try:
         pwd.getpwuid(uid)  # type: ignore[attr-defined]
