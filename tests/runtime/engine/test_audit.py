@@ -124,6 +124,24 @@ def test_an_enqueued_prompt_that_never_lands_as_speech_blocks(tmp_path: Path) ->
     assert reason is not None and "queue-operation enqueue at line 3" in reason
 
 
+@pytest.mark.parametrize("said", [
+    "typed while busy: keep <system-reminder>x</system-reminder> as a literal tag",
+    "typed while busy: what does <command-name>/compact</command-name> mean",
+])
+def test_a_prompt_typed_while_busy_with_an_injected_tag_in_it_does_not_block(
+    tmp_path: Path, said: str,
+) -> None:
+    """2.1.328's typed-while-busy prompt: an enqueue, later the user event. Its words were
+    compared tags and all with the carried text (injected blocks removed): a false block."""
+    t = chat()
+    t.queue_operation("enqueue", said)
+    t.assistant("echo: hello")
+    t.queue_operation("dequeue")
+    t.user(said, promptSource="queued", origin={"kind": "human"})
+    t.assistant("noted")
+    assert blocked(tmp_path, t) is None
+
+
 def test_plan_reports_unrecognised_speech_and_fork_refuses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
