@@ -173,6 +173,9 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 
     source = Path(path).expanduser()
     try:
+        if not source.is_dir() and source.exists() and not source.is_file():
+            # a FIFO would hang the reader (the Stop hook too), /dev/zero never ends
+            raise ConfigError(f"config {str(source)!r} is not a regular file")
         raw = source.read_bytes()
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {str(source)!r}") from exc

@@ -126,8 +126,14 @@ def _config_path(argv: Sequence[str]) -> str:
 
 
 def _state_dir(config_path: str) -> str:
-    """Only ``state_dir`` from the TOML file: the full (validated) config is read lazily."""
+    """Only ``state_dir`` from the TOML file: the full (validated) config is read lazily.
+
+    A path that is no regular file gives none (a FIFO would hang the hook; ``load_config``
+    refuses it where an operator sees the error)."""
     import tomllib
+
+    if not os.path.isfile(config_path):
+        return ""
 
     with open(config_path, "rb") as handle:
         value = tomllib.load(handle).get("state_dir", "")

@@ -57,3 +57,31 @@ def test_a_bad_regex_is_reported_together_with_schema_errors(tmp_path: Path) -> 
     message = str(caught.value)
     assert "rebuild.stamp_turns: 'yes' is not of type 'boolean'" in message
     assert "rebuild.poison_patterns.0: '(' is not a valid regular expression" in message
+
+
+def test_a_fifo_or_device_as_the_config_is_refused_not_read_forever(tmp_path: Path) -> None:
+    """``--config`` naming a FIFO hung in open() waiting for a writer (``hook-stop`` with
+    THREADLINE_CONFIG on one hung Claude Code's turn end); /dev/zero would never end."""
+    import os
+    import threading
+
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    caught: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_config(fifo)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            caught.append(exc)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():  # blocked in open(): a writer end lets it go, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=30)
+        pytest.fail("load_config waited for a writer on a FIFO")
+    assert [str(e) for e in caught] == [f"config {str(fifo)!r} is not a regular file"]
+    with pytest.raises(ConfigError, match="'/dev/zero' is not a regular file"):
+        load_config("/dev/zero")

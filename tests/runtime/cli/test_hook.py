@@ -55,6 +55,13 @@ def test_any_stdin_and_no_config_still_exit_0_with_empty_json(stdin: str) -> Non
     assert (done.returncode, done.stdout) == (0, "{}\n")
 
 
+def test_a_fifo_named_as_the_config_does_not_hang_the_hook(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    done = run_hook([], '{"session_id": "s-1"}', {"THREADLINE_CONFIG": str(fifo)})
+    assert (done.returncode, done.stdout) == (0, "{}\n")
+
+
 def test_config_from_the_environment_is_used_when_no_flag_is_given(world: World) -> None:
     op_id = ops.request(world.config, "x", "REBUILD", session_id="elsewhere")["operation_id"]
     done = run_hook([], json.dumps({"session_id": "another"}),
