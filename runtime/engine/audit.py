@@ -31,13 +31,13 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from runtime.engine import tags
 from runtime.engine.find import contains
 from runtime.engine.speech import MARK_KEY
 
-# the definition of a tag pair; ``_drop_pairs`` applies it (tests hold the two equal)
+# the definitions of a tag pair and a lone tag; ``_drop_pairs`` and ``tags.lone_sub`` apply
+# them in linear time (tests hold each equal to its regex)
 _PAIR = re.compile(r"<([A-Za-z][\w:.-]*)(?:\s[^>]*)?>.*?</\1\s*>", re.S)
-_OPEN = re.compile(r"<([A-Za-z][\w:.-]*)(?:\s[^>]*)?>")  # _PAIR's opening tag
-_CLOSE_END = re.compile(r"\s*>")  # what follows ``</name`` in _PAIR's closing tag
 _LONE = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^>]*)?/?>")
 _CHANNEL = re.compile(r"<channel\s")
 _REPLY_ARGS = ("text", "message", "content")
@@ -118,7 +118,7 @@ def plain(text: str) -> str:
     """``text`` without any tag pair or lone tag, whitespace-trimmed."""
     if "<" not in text:
         return text.strip()
-    return _LONE.sub("", _drop_pairs(text)).strip()
+    return tags.lone_sub(_drop_pairs(text), "").strip()
 
 
 def _spoken(text: str) -> bool:
@@ -143,28 +143,23 @@ def _enqueued_words(text: str) -> list[str]:
     classifier may strip as an injected block, is not asked for)."""
     if _CHANNEL.match(text):
         return [_words(text)]
-    cut = _LONE.sub("\0", _drop_pairs(text, "\0"))
+    cut = tags.lone_sub(_drop_pairs(text, "\0"), "\0")
     return [said for said in map(_words, cut.split("\0")) if said]
 
 
 def _drop_pairs(text: str, sep: str = "") -> str:
-    """``_PAIR.sub(sep, text)``, without the regex engine's rescan of the whole rest of the text
-    for every opening tag that is never closed (``<file>`` in pasted git output: 0.7 ms per
-    46 KB text, quadratic in the number of such tags). A closing tag is found with
-    ``str.find``, and a name's search is remembered, so the rest is scanned once per name.
-    """
+    """``_PAIR.sub(sep, text)`` in linear time (``runtime.engine.tags``): the regex rescans the
+    whole rest of the text for every opening tag that is never closed (``<file>`` in pasted
+    git output: 0.7 ms per 46 KB text) and for every ``<name `` with no ``>`` after it."""
     if "</" not in text:
         return text  # every pair ends with one
+    marks = tags.Marks(text)
     kept: list[str] = []
     start = 0  # the first character not yet kept or dropped
-    closes: dict[str, tuple[int, int, int]] = {}  # name -> (searched from, close at, end)
     at = text.find("<")
     while at >= 0:
-        opening = _OPEN.match(text, at)
-        end = -1
-        if opening is not None:
-            name = opening.group(1)
-            end = _close_end(text, name, opening.end(), closes)
+        opening = tags.open_tag(text, at, marks)
+        end = marks.close(opening[0], opening[1]) if opening is not None else -1
         if end < 0:
             at = text.find("<", at + 1)
             continue
@@ -175,23 +170,6 @@ def _drop_pairs(text: str, sep: str = "") -> str:
         return text
     kept.append(text[start:])
     return sep.join(kept)
-
-
-def _close_end(text: str, name: str, after: int, closes: dict[str, tuple[int, int, int]]) -> int:
-    """End of the first ``</name\\s*>`` at or after ``after`` (-1: none), remembered per name."""
-    known = closes.get(name)
-    if known is not None and known[0] <= after and (known[1] < 0 or known[1] >= after):
-        return known[2]
-    tag = "</" + name
-    at = text.find(tag, after)
-    while at >= 0:
-        tail = _CLOSE_END.match(text, at + len(tag))
-        if tail is not None:
-            closes[name] = (after, at, tail.end())
-            return tail.end()
-        at = text.find(tag, at + 1)
-    closes[name] = (after, -1, -1)
-    return -1
 
 
 def _texts(content: Any) -> list[str]:

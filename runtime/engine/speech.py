@@ -16,17 +16,19 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from runtime.config import RebuildConfig
-from runtime.engine import find
+from runtime.engine import find, tags
 
 HUMAN_KINDS: tuple[str, ...] = ("typed", "channel", "queued", "slash")
 ASSISTANT_KINDS: tuple[str, ...] = ("assistant_text", "channel_reply", "speech_tool")
 SPEECH_KINDS: tuple[str, ...] = HUMAN_KINDS + ASSISTANT_KINDS
 
 SNAPSHOT_MARKERS: tuple[str, ...] = ("# claudeMd", "CLAUDE.md", "MEMORY.md", "# memory")
+# the definitions; runtime.engine.tags applies them in linear time (tests hold them equal)
 _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _COMMAND_TAGS = re.compile(r"<(command-(?:name|message|args))>.*?</\1>", re.S)
+_COMMAND_TAG_NAMES = ("command-name", "command-message", "command-args")  # _COMMAND_TAGS' order
 _ISO = re.compile(
     r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d"
     r"(?:\.\d{1,9})?(?:Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)"
@@ -111,6 +113,7 @@ class SpeechRules:
 
     __slots__ = (
         "injected",
+        "injected_names",
         "reply_tool",
         "reply_argument",
         "reply_chat_ids",
@@ -121,12 +124,14 @@ class SpeechRules:
     def __init__(
         self,
         injected: re.Pattern[str],
+        injected_names: tuple[str, ...],
         reply_tool: re.Pattern[str],
         reply_argument: str,
         reply_chat_ids: frozenset[str],
         speech_tools: dict[str, tuple[str, ...]],
     ) -> None:
         self.injected = injected
+        self.injected_names = injected_names  # the pattern's alternatives, in its order
         self.reply_tool = reply_tool
         self.reply_argument = reply_argument
         self.reply_chat_ids = reply_chat_ids
@@ -137,6 +142,7 @@ class SpeechRules:
     def from_config(cls, rebuild: RebuildConfig) -> SpeechRules:
         return cls(
             injected=injected_pattern(rebuild.injected_tags),
+            injected_names=injected_names(rebuild.injected_tags),
             reply_tool=rebuild.reply_tool_regex,
             reply_argument=rebuild.reply_tool_argument,
             reply_chat_ids=frozenset(rebuild.reply_chat_ids),
@@ -177,8 +183,9 @@ class SpeechRules:
         return kept, _utf8_len(text) - _utf8_len(kept)
 
     def _strip_all(self, text: str) -> tuple[str, int]:
-        """``strip_injected`` by the pattern's own ``subn`` over the whole text."""
-        kept, count = self.injected.subn("", text)
+        """``strip_injected`` as the pattern's ``subn`` over the whole text, in linear time
+        (``runtime.engine.tags``: the regex itself is quadratic in unclosed tags)."""
+        kept, count = tags.injected_subn(text, self.injected_names)
         if not count:
             return text, 0
         return kept, _utf8_len(text) - _utf8_len(kept)
@@ -200,17 +207,17 @@ class SpeechRules:
         Claude Code writes a slash command as its command tags alone; a text with words
         beside them is a human quoting the tags, judged as typed text (its words kept).
         """
-        name = _COMMAND_NAME.search(text)
-        if name is None or not name.group(1):
+        command = tags.first_inner(text, "<command-name>", "</command-name>")
+        if command is None or not command.strip():
             return None
-        if _COMMAND_TAGS.sub("", self.strip_injected(text)[0]).strip():
+        if tags.exact_pairs_sub(self.strip_injected(text)[0], _COMMAND_TAG_NAMES).strip():
             return None
-        command = name.group(1)
+        command = command.strip()
         if not command.startswith("/"):
             command = "/" + command
-        args = _COMMAND_ARGS.search(text)
-        if args is not None and args.group(1).strip():
-            return f"{command} {args.group(1)}"
+        args = tags.first_inner(text, "<command-args>", "</command-args>")
+        if args is not None and args.strip():
+            return f"{command} {args}"
         return command
 
     def strip_interrupt(self, text: str) -> str:
@@ -233,8 +240,8 @@ class SpeechRules:
         """The environment/memory ``<system-reminder>`` block of a start-up event, verbatim."""
         if not find.contains(text, "<system-reminder>"):  # each read-back user line asks
             return None
-        for match in _SYSTEM_REMINDER.finditer(text):
-            block = match.group(0)
+        for start, end in tags.blocks(text, "<system-reminder>", "</system-reminder>"):
+            block = text[start:end]
             if any(marker in block for marker in SNAPSHOT_MARKERS):
                 return block
         return None
@@ -309,10 +316,15 @@ def injected_pattern(tags: tuple[str, ...]) -> re.Pattern[str]:
     Every match starts with ``<`` (``SpeechRules.strip_injected`` tries it only there)."""
     if not tags:
         return re.compile(r"(?!)")
-    names = "|".join(re.escape(tag) for tag in sorted(tags, key=len, reverse=True))
+    names = "|".join(re.escape(tag) for tag in injected_names(tags))
     paired = rf"<({names})(?:\s[^>]*)?>.*?</\1\s*>"
     lone = rf"</?(?:{names})(?:\s[^>]*)?/?>"
     return re.compile(rf"(?:{paired}|{lone})(?:\r?\n)?", re.S)
+
+
+def injected_names(tags: tuple[str, ...]) -> tuple[str, ...]:
+    """The injected tags in the order ``injected_pattern`` tries them: longest first."""
+    return tuple(sorted(tags, key=len, reverse=True))
 
 
 def _utf8_len(text: str) -> int:

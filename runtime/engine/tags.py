@@ -1,0 +1,251 @@
+"""The reader's tag regexes, run in linear time: each function here is one regex's exact result.
+
+A tag regex ends its opening tag with ``(?:\\s[^>]*)?>`` and, for a pair, finds its closing
+tag with a lazy ``.*?``. Tried at every ``<`` of a text, both rescan the whole rest of it when
+there is no ``>`` or no closing tag after: quadratic in the number of ``<``. A paste holding
+thousands of tags that never close (a pasted log, a transcript, git output) made a read take
+seconds to minutes — ``"<system-reminder a" * 16000`` (288 KB) 102 s in ``strip_injected``.
+Here a text's ``>`` and closing tags are found once (``Marks``) and looked up by bisection, so
+a whole text costs one pass plus a lookup per ``<``. The regexes stay the definitions:
+``tests/runtime/engine/test_tags.py`` holds every function to its regex on generated texts.
+
+``\\s`` is ``str.isspace`` and ``\\w`` is ``str.isalnum`` or ``_`` (the ``re`` module's own
+Unicode tables), so no character is judged differently.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Iterator
+
+_NAME = re.compile(r"[A-Za-z][\w:.-]*")  # the audit's tag name (greedy; see open_tag)
+_CLOSE_END = re.compile(r"\s*>")  # what follows ``</name`` in a closing tag
+
+
+class Marks:
+    """Where one text's ``>`` and closing tags are, each found once, looked up by bisection."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._gts: list[int] | None = None
+        self._closes: dict[str, tuple[list[int], list[int]]] = {}
+
+    def gt(self, at: int) -> int:
+        """The first ``>`` at or after ``at``, or -1."""
+        gts = self._gts
+        if gts is None:
+            gts = self._gts = _positions(self.text, ">")
+        i = bisect_left(gts, at)
+        return gts[i] if i < len(gts) else -1
+
+    def close(self, name: str, at: int) -> int:
+        """The end of the first ``</name\\s*>`` that starts at or after ``at``, or -1."""
+        found = self._closes.get(name)
+        if found is None:
+            found = self._closes[name] = _closing_tags(self.text, name)
+        starts, ends = found
+        i = bisect_left(starts, at)
+        return ends[i] if i < len(starts) else -1
+
+
+def _positions(text: str, char: str) -> list[int]:
+    found: list[int] = []
+    at = text.find(char)
+    while at >= 0:
+        found.append(at)
+        at = text.find(char, at + 1)
+    return found
+
+
+def _closing_tags(text: str, name: str) -> tuple[list[int], list[int]]:
+    """Starts and ends of every ``</name\\s*>`` (they cannot overlap: each starts with ``<``
+    and what follows the name is whitespace and ``>``)."""
+    starts: list[int] = []
+    ends: list[int] = []
+    tag = "</" + name
+    at = text.find(tag)
+    while at >= 0:
+        tail = _CLOSE_END.match(text, at + len(tag))
+        if tail is not None:
+            starts.append(at)
+            ends.append(tail.end())
+        at = text.find(tag, at + len(tag))
+    return starts, ends
+
+
+def _open_end(text: str, after_name: int, marks: Marks) -> int:
+    """``(?:\\s[^>]*)?>`` at ``after_name``: the index of its ``>``, or -1."""
+    if after_name >= len(text):
+        return -1
+    char = text[after_name]
+    if char == ">":
+        return after_name
+    if char.isspace():
+        return marks.gt(after_name + 1)
+    return -1
+
+
+def _lone_end(text: str, after_name: int, marks: Marks) -> int:
+    """``(?:\\s[^>]*)?/?>`` at ``after_name``: the end of the match, or -1."""
+    if after_name >= len(text):
+        return -1
+    char = text[after_name]
+    if char.isspace():
+        gt = marks.gt(after_name + 1)
+        return gt + 1 if gt >= 0 else -1
+    if char == ">":
+        return after_name + 1
+    if char == "/" and text.startswith(">", after_name + 1):
+        return after_name + 2
+    return -1
+
+
+def _line_break(text: str, end: int) -> int:
+    """``(?:\\r?\\n)?`` at ``end``."""
+    if text.startswith("\r\n", end):
+        return end + 2
+    if text.startswith("\n", end):
+        return end + 1
+    return end
+
+
+def _injected_at(text: str, at: int, names: tuple[str, ...], marks: Marks) -> int:
+    """The end of ``speech.injected_pattern(names)`` matched at ``at`` (a ``<``), or -1:
+    first a pair for each name in turn, then a lone tag (``</?`` tries the slash first)."""
+    for name in names:
+        if text.startswith(name, at + 1):
+            opened = _open_end(text, at + 1 + len(name), marks)
+            if opened >= 0:
+                closed = marks.close(name, opened + 1)
+                if closed >= 0:
+                    return _line_break(text, closed)
+    starts = (at + 2, at + 1) if text.startswith("/", at + 1) else (at + 1,)
+    for start in starts:
+        for name in names:
+            if text.startswith(name, start):
+                end = _lone_end(text, start + len(name), marks)
+                if end >= 0:
+                    return _line_break(text, end)
+    return -1
+
+
+def injected_subn(text: str, names: tuple[str, ...]) -> tuple[str, int]:
+    """``speech.injected_pattern(names).subn("", text)``; ``names`` in the pattern's order
+    (longest first)."""
+    if not names:
+        return text, 0
+    marks = Marks(text)
+    pieces: list[str] = []
+    start = 0
+    at = text.find("<")
+    while at >= 0:
+        end = _injected_at(text, at, names, marks)
+        if end < 0:
+            at = text.find("<", at + 1)
+            continue
+        pieces.append(text[start:at])
+        start = end
+        at = text.find("<", end)
+    if not pieces:
+        return text, 0
+    count = len(pieces)
+    pieces.append(text[start:])
+    return "".join(pieces), count
+
+
+def open_tag(text: str, at: int, marks: Marks) -> tuple[str, int] | None:
+    """``<([A-Za-z][\\w:.-]*)(?:\\s[^>]*)?>`` matched at ``at``: (name, end), or None. The name
+    is the longest run: a shorter one is followed by a name character, which neither ``\\s``
+    nor ``>`` matches."""
+    name = _NAME.match(text, at + 1) if text.startswith("<", at) else None
+    if name is None:
+        return None
+    opened = _open_end(text, name.end(), marks)
+    return (name.group(), opened + 1) if opened >= 0 else None
+
+
+def lone_sub(text: str, sep: str, marks: Marks | None = None) -> str:
+    """``re.sub(r"</?[A-Za-z][\\w:.-]*(?:\\s[^>]*)?/?>", sep, text)``."""
+    at = text.find("<")
+    if at < 0:
+        return text
+    marks = marks if marks is not None and marks.text is text else Marks(text)
+    pieces: list[str] = []
+    start = 0
+    while at >= 0:
+        end = -1
+        for begin in ((at + 2, at + 1) if text.startswith("/", at + 1) else (at + 1,)):
+            name = _NAME.match(text, begin)
+            if name is not None:
+                end = _lone_end(text, name.end(), marks)
+                if end >= 0:
+                    break
+        if end < 0:
+            at = text.find("<", at + 1)
+            continue
+        pieces.append(text[start:at])
+        start = end
+        at = text.find("<", end)
+    if not pieces:
+        return text
+    pieces.append(text[start:])
+    return sep.join(pieces)
+
+
+def blocks(text: str, opening: str, closing: str) -> Iterator[tuple[int, int]]:
+    """Spans of ``re.finditer(re.escape(opening) + ".*?" + re.escape(closing), text, re.S)``:
+    when an opening has no closing after it, no later one has either."""
+    at = text.find(opening)
+    while at >= 0:
+        close = text.find(closing, at + len(opening))
+        if close < 0:
+            return
+        end = close + len(closing)
+        yield at, end
+        at = text.find(opening, end)
+
+
+def first_inner(text: str, opening: str, closing: str) -> str | None:
+    """What lies between ``opening`` and ``closing`` in the first match of ``re.search(
+    re.escape(opening) + "(.*?)" + re.escape(closing), text, re.S)``, or None."""
+    for start, end in blocks(text, opening, closing):
+        return text[start + len(opening):end - len(closing)]
+    return None
+
+
+def exact_pairs_sub(text: str, names: tuple[str, ...]) -> str:
+    """``re.sub(r"<(n1|n2|…)>.*?</\\1>", "", text, flags=re.S)`` for ``names`` in that order.
+
+    A name's closing tag is searched forward only: the openings tried come in text order,
+    so a search that found nothing, or found a tag at or after the next opening's end, is
+    still the answer."""
+    if "</" not in text:
+        return text
+    closes: dict[str, int] = {}  # name -> start of its first closing tag at or after the last ask
+    pieces: list[str] = []
+    start = 0
+    at = text.find("<")
+    while at >= 0:
+        end = -1
+        for name in names:
+            opening = f"<{name}>"
+            if not text.startswith(opening, at):
+                continue
+            after = at + len(opening)
+            close = closes.get(name)
+            if close is None or 0 <= close < after:
+                close = closes[name] = text.find(f"</{name}>", after)
+            if close >= 0:
+                end = close + len(name) + 3
+                break
+        if end < 0:
+            at = text.find("<", at + 1)
+            continue
+        pieces.append(text[start:at])
+        start = end
+        at = text.find("<", end)
+    if not pieces:
+        return text
+    pieces.append(text[start:])
+    return "".join(pieces)
