@@ -365,8 +365,14 @@ def run(args: argparse.Namespace, progress_for: Any) -> int:
         emit_json({"schema_version": SCHEMA_VERSION, **result})
         return 0
     chart = result["chart"]
-    print(f"wrote {target}: {result['utterances']} utterances, "
-          f"{render.size(result['noise_bytes'])} of noise in {len(result['categories'])} "
-          f"categories over {chart['bars']} bars, "
+    print(f"wrote {target}: {_count(result['utterances'], 'utterance')}, "
+          f"{render.size(result['noise_bytes'])} of noise in "
+          f"{_count(len(result['categories']), 'category', 'categories')} over "
+          f"{_count(chart['bars'], 'bar')}, "
           f"{result['operation'] or report.operation_note}", file=sys.stdout)
     return 0
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    """``1 bar``, ``3 bars``."""
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -296,3 +296,14 @@ def test_a_session_with_noise_but_nothing_carried_says_so_in_the_conversation_ch
     t.assistant([thinking("x" * 3000), tool_use("Read")], timestamp="2026-04-26T10:00:05.000Z")
     html = page(gather(t.write(tmp_path / f"{SESSION}.jsonl"), Config(), AgentKind.CLAUDE, None))
     assert "nothing carried: nothing to chart" in html and Page(html).carried == []
+
+
+def test_the_summary_line_counts_one_as_one(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    t = Transcript(SESSION)
+    t.user("only question", timestamp="2026-01-05T10:00:00.000Z")
+    t.assistant("only answer", timestamp="2026-01-05T10:00:05.000Z")
+    code, stdout, _ = run(capsys, "report", "--html", str(tmp_path / "r.html"),
+                          "--transcript", str(t.write(tmp_path / f"{SESSION}.jsonl")))
+    assert code == 0
+    assert ": 2 utterances, " in stdout and " over 1 bar, " in stdout
