@@ -46,8 +46,9 @@ NOUNS: dict[str, tuple[str, str]] = {
     "ui_copy": ("UI copy", "UI copies"),
 }
 WHO = {"startup_snapshot": "start-up snapshot", "compact_summary": "compaction summary"}
-# C0 controls but tab and newline, and DEL: shown as symbols on a terminal, never executed
-CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# C0 controls but tab and newline, DEL and the C1 controls (U+0080..U+009F: U+009B is a CSI
+# to a terminal that reads 8-bit controls): shown as symbols on a terminal, never executed
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 INDENT = "  "
 
 
@@ -165,14 +166,21 @@ def _header(said: Any) -> str:
 
 def _text(text: str, width: int | None, terminal: bool) -> list[str]:
     if terminal:
-        text = CONTROLS.sub(
-            lambda m: "\u2421" if m[0] == "\x7f" else chr(0x2400 + ord(m[0])), text)
+        text = CONTROLS.sub(_symbol, text)
     room = max(20, width - len(INDENT)) if width else None
     lines = []
     for line in text.split("\n"):
         for piece in wrap(line, room) if room else [line]:
             lines.append(INDENT + piece if piece else "")
     return lines
+
+
+def _symbol(control: re.Match[str]) -> str:
+    """A C0 control's picture (U+2400 + code), DEL's (U+2421), a C1 control as ``\\x9b``."""
+    code = ord(control[0])
+    if code < 0x20:
+        return chr(0x2400 + code)
+    return "\u2421" if code == 0x7F else f"\\x{code:02x}"
 
 
 def _gap(gap: Any, colour: bool) -> list[str]:

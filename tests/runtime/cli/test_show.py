@@ -215,3 +215,12 @@ def test_turns_the_carry_cap_drops_are_counted_where_they_were(tmp_path: Path) -
     assert shown.gaps[0].noise["tool_use"][0] == dropped // 2
     assert gap_line(shown.gaps[0]).endswith(f", {dropped} utterances not carried")
     assert sum(g.not_carried for g in shown.gaps) == dropped
+
+
+def test_on_a_terminal_control_characters_are_shown_never_sent() -> None:
+    from runtime.cli.show import _text
+
+    said = "a\x1b[31mred\x07 b\x7f c\x9b2J d\x85e\tf"
+    assert _text(said, None, terminal=True) == [
+        "  a\u241b[31mred\u2407 b\u2421 c\\x9b2J d\\x85e\tf"]
+    assert _text(said, None, terminal=False) == ["  " + said]  # piped: verbatim
