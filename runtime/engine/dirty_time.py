@@ -120,7 +120,7 @@ def timed_ledger(path: Path, rules: RebuildConfig, codex: bool) -> TimedLedger:
 def _claude(path: Path, rules: RebuildConfig) -> TimedLedger:
     from runtime.engine.classify import Classifier
     from runtime.engine.speech import SpeechRules
-    from runtime.engine.transcript import _malformed, _tolerant  # the reference path's own rules
+    from runtime.engine.transcript import book_malformed, tolerant  # the reference path's own rules
 
     stats = ReadStats()
     timed = TimedLedger(Ledger())
@@ -134,14 +134,14 @@ def _claude(path: Path, rules: RebuildConfig) -> TimedLedger:
             try:
                 event = orjson.loads(line)
             except orjson.JSONDecodeError:
-                event = None if not line.strip() else _tolerant(line, stats)
+                event = None if not line.strip() else tolerant(line, stats)
                 if event is None and line.strip():
-                    _malformed(stats, timed.ledger, lineno, line)
+                    book_malformed(stats, timed.ledger, lineno, line)
             if type(event) is dict:
                 timed.at(event.get("timestamp"))
                 classifier.event(event, len(line))
             elif event is not None:
-                _malformed(stats, timed.ledger, lineno, line)
+                book_malformed(stats, timed.ledger, lineno, line)
             timed.book()
     classifier.finish()
     return timed

@@ -22,7 +22,7 @@ from runtime.engine.classify import Classifier
 from runtime.engine.dirty import Ledger
 from runtime.engine.located import Said, Where
 from runtime.engine.speech import SpeechRules
-from runtime.engine.transcript import ReadStats, _tolerant
+from runtime.engine.transcript import ReadStats, tolerant
 from runtime.errors import TranscriptError
 
 
@@ -40,7 +40,7 @@ def text_at(
     try:
         event = orjson.loads(line)
     except orjson.JSONDecodeError:
-        event = _tolerant(line, ReadStats())
+        event = tolerant(line, ReadStats())
     said = Said()
     # a fresh reader's state decides only the start-up snapshot (never let go, not counted)
     # and timestamps (kept with the item): the texts are the first read's

@@ -149,7 +149,7 @@ def _claude_lines(
     """Line numbers by event ``uuid``, and the noise each line adds to the ledger."""
     from runtime.engine.classify import Classifier
     from runtime.engine.speech import SpeechRules
-    from runtime.engine.transcript import READ_BUFFER, ReadStats, _tolerant
+    from runtime.engine.transcript import READ_BUFFER, ReadStats, tolerant
 
     stats = ReadStats()
     ledger = Ledger()
@@ -164,7 +164,7 @@ def _claude_lines(
             except orjson.JSONDecodeError:
                 if not line.strip():
                     continue
-                event = _tolerant(line, stats)
+                event = tolerant(line, stats)
             if type(event) is not dict:
                 noise.append((lineno, MALFORMED, len(line)))
                 continue

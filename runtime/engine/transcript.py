@@ -206,12 +206,12 @@ def scan(
                 if not line.strip():
                     stats.blank_lines += 1
                     continue
-                event = _tolerant(line, stats)
+                event = tolerant(line, stats)
                 if event is None:
-                    _malformed(stats, ledger, lineno, line)
+                    book_malformed(stats, ledger, lineno, line)
                     continue
             if type(event) is not dict:
-                _malformed(stats, ledger, lineno, line)
+                book_malformed(stats, ledger, lineno, line)
                 continue
             if observer is not None:
                 observer.event(event, lineno)
@@ -253,7 +253,7 @@ def as_opened(handle: BinaryIO, size: int | None = None) -> Iterator[bytes]:
         yield line
 
 
-def _tolerant(line: bytes, stats: ReadStats) -> Any:
+def tolerant(line: bytes, stats: ReadStats) -> Any:
     """The event of a line orjson refuses but JSON allows: lone UTF-16 surrogate escapes
     (``"\\ud83d"``, what JavaScript writes for a split emoji). Each lone surrogate becomes
     U+FFFD so the words around it are carried and the candidate stays valid UTF-8 JSON."""
@@ -291,7 +291,7 @@ def _observe_settled(observer: Observer, line: bytes, lineno: int) -> None:
         observer.event(event, lineno)
 
 
-def _malformed(stats: ReadStats, ledger: Ledger, lineno: int, line: bytes) -> None:
+def book_malformed(stats: ReadStats, ledger: Ledger, lineno: int, line: bytes) -> None:
     stats.malformed += 1
     stats.last_malformed = lineno
     ledger.malformed_bytes += len(line)

@@ -25,10 +25,10 @@ from runtime.engine.transcript import (
     READ_BUFFER,
     Progress,
     ReadStats,
-    _malformed,
-    _tolerant,
     as_opened,
+    book_malformed,
     no_cycle_collection,
+    tolerant,
 )
 from runtime.errors import TranscriptError
 from runtime.paths import codex_history_file
@@ -76,7 +76,7 @@ def parse(line: bytes, stats: ReadStats) -> Any:
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
-        return _tolerant(line, stats) if line.strip() else None
+        return tolerant(line, stats) if line.strip() else None
 
 
 def normalise(event: dict[str, Any]) -> dict[str, Any]:
@@ -227,7 +227,7 @@ class Lines:
             self.stats.blank_lines += own
             return
         if own:  # the Claude reader's counts: samples, non-UTF-8, the last one (partial tail)
-            _malformed(self.stats, self.ledger, lineno, line)
+            book_malformed(self.stats, self.ledger, lineno, line)
             return
         self.stats.malformed += 1  # a parent's line numbers are another file's
         self.ledger.malformed_bytes += size
