@@ -154,22 +154,12 @@ def _drop_pairs(text: str, sep: str = "") -> str:
     if "</" not in text:
         return text  # every pair ends with one
     marks = tags.Marks(text)
-    kept: list[str] = []
-    start = 0  # the first character not yet kept or dropped
-    at = text.find("<")
-    while at >= 0:
+
+    def end_at(at: int) -> int:
         opening = tags.open_tag(text, at, marks)
-        end = marks.close(opening[0], opening[1]) if opening is not None else -1
-        if end < 0:
-            at = text.find("<", at + 1)
-            continue
-        kept.append(text[start:at])
-        start = end
-        at = text.find("<", end)
-    if not kept:
-        return text
-    kept.append(text[start:])
-    return sep.join(kept)
+        return marks.close(opening[0], opening[1]) if opening is not None else -1
+
+    return tags.substitute(text, end_at, sep)[0]
 
 
 def _texts(content: Any) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 _NAME = re.compile(r"[A-Za-z][\w:.-]*")  # the audit's tag name (greedy; see open_tag)
 _CLOSE_END = re.compile(r"\s*>")  # what follows ``</name`` in a closing tag
@@ -130,17 +130,15 @@ def _injected_at(text: str, at: int, names: tuple[str, ...], marks: Marks) -> in
     return -1
 
 
-def injected_subn(text: str, names: tuple[str, ...]) -> tuple[str, int]:
-    """``speech.injected_pattern(names).subn("", text)``; ``names`` in the pattern's order
-    (longest first)."""
-    if not names:
-        return text, 0
-    marks = Marks(text)
+def substitute(text: str, end_at: Callable[[int], int], sep: str = "") -> tuple[str, int]:
+    """``pattern.subn(sep, text)`` for a pattern whose every match starts with ``<``:
+    ``end_at(at)`` is the end of its match at ``at`` (a ``<``), or -1. Tried at each ``<`` in
+    turn, after a match from its end, as ``re`` does; (the text, the number of matches)."""
     pieces: list[str] = []
     start = 0
     at = text.find("<")
     while at >= 0:
-        end = _injected_at(text, at, names, marks)
+        end = end_at(at)
         if end < 0:
             at = text.find("<", at + 1)
             continue
@@ -151,7 +149,16 @@ def injected_subn(text: str, names: tuple[str, ...]) -> tuple[str, int]:
         return text, 0
     count = len(pieces)
     pieces.append(text[start:])
-    return "".join(pieces), count
+    return sep.join(pieces), count
+
+
+def injected_subn(text: str, names: tuple[str, ...]) -> tuple[str, int]:
+    """``speech.injected_pattern(names).subn("", text)``; ``names`` in the pattern's order
+    (longest first)."""
+    if not names:
+        return text, 0
+    marks = Marks(text)
+    return substitute(text, lambda at: _injected_at(text, at, names, marks))
 
 
 def open_tag(text: str, at: int, marks: Marks) -> tuple[str, int] | None:
@@ -165,32 +172,22 @@ def open_tag(text: str, at: int, marks: Marks) -> tuple[str, int] | None:
     return (name.group(), opened + 1) if opened >= 0 else None
 
 
-def lone_sub(text: str, sep: str, marks: Marks | None = None) -> str:
+def lone_sub(text: str, sep: str) -> str:
     """``re.sub(r"</?[A-Za-z][\\w:.-]*(?:\\s[^>]*)?/?>", sep, text)``."""
-    at = text.find("<")
-    if at < 0:
+    if "<" not in text:
         return text
-    marks = marks if marks is not None and marks.text is text else Marks(text)
-    pieces: list[str] = []
-    start = 0
-    while at >= 0:
-        end = -1
+    marks = Marks(text)
+
+    def end_at(at: int) -> int:
         for begin in ((at + 2, at + 1) if text.startswith("/", at + 1) else (at + 1,)):
             name = _NAME.match(text, begin)
             if name is not None:
                 end = _lone_end(text, name.end(), marks)
                 if end >= 0:
-                    break
-        if end < 0:
-            at = text.find("<", at + 1)
-            continue
-        pieces.append(text[start:at])
-        start = end
-        at = text.find("<", end)
-    if not pieces:
-        return text
-    pieces.append(text[start:])
-    return sep.join(pieces)
+                    return end
+        return -1
+
+    return substitute(text, end_at, sep)[0]
 
 
 def blocks(text: str, opening: str, closing: str) -> Iterator[tuple[int, int]]:
@@ -215,7 +212,7 @@ def first_inner(text: str, opening: str, closing: str) -> str | None:
 
 
 def exact_pairs_sub(text: str, names: tuple[str, ...]) -> str:
-    """``re.sub(r"<(n1|n2|…)>.*?</\\1>", "", text, flags=re.S)`` for ``names`` in that order.
+    """``re.sub(r"<(n1|n2|…)>.*?</\1>", "", text, flags=re.S)`` for ``names`` in that order.
 
     A name's closing tag is searched forward only: the openings tried come in text order,
     so a search that found nothing, or found a tag at or after the next opening's end, is
@@ -223,11 +220,8 @@ def exact_pairs_sub(text: str, names: tuple[str, ...]) -> str:
     if "</" not in text:
         return text
     closes: dict[str, int] = {}  # name -> start of its first closing tag at or after the last ask
-    pieces: list[str] = []
-    start = 0
-    at = text.find("<")
-    while at >= 0:
-        end = -1
+
+    def end_at(at: int) -> int:
         for name in names:
             opening = f"<{name}>"
             if not text.startswith(opening, at):
@@ -237,15 +231,7 @@ def exact_pairs_sub(text: str, names: tuple[str, ...]) -> str:
             if close is None or 0 <= close < after:
                 close = closes[name] = text.find(f"</{name}>", after)
             if close >= 0:
-                end = close + len(name) + 3
-                break
-        if end < 0:
-            at = text.find("<", at + 1)
-            continue
-        pieces.append(text[start:at])
-        start = end
-        at = text.find("<", end)
-    if not pieces:
-        return text
-    pieces.append(text[start:])
-    return "".join(pieces)
+                return close + len(name) + 3
+        return -1
+
+    return substitute(text, end_at)[0]
