@@ -31,8 +31,14 @@ def test_a_value_digest_is_short_stable_and_not_the_value() -> None:
 @pytest.fixture
 def child() -> Iterator[subprocess.Popen[bytes]]:
     env = {"PATH": os.environ["PATH"], "CARRIED": "the value"}
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    # a running process, as the health check reads it: Popen returns once execve has closed
+    # its error pipe, before the kernel has set the new image's environment bounds, and
+    # /proc/PID/environ read in that window is empty (seen once in 1 730 tests)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+        env=env, stdout=subprocess.PIPE)
     try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
         yield proc
     finally:
         proc.kill()
