@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
 _NAME = re.compile(r"[A-Za-z][\w:.-]*")  # the audit's tag name (greedy; see open_tag)
-_CLOSE_END = re.compile(r"\s*>")  # what follows ``</name`` in a closing tag
+_CLOSING = re.compile(r"</([A-Za-z][\w:.-]*)\s*>")  # a closing tag (every name it can close)
 
 
 class Marks:
@@ -29,7 +29,7 @@ class Marks:
     def __init__(self, text: str) -> None:
         self.text = text
         self._gts: list[int] | None = None
-        self._closes: dict[str, tuple[list[int], list[int]]] = {}
+        self._closes: dict[str, tuple[list[int], list[int]]] | None = None
 
     def gt(self, at: int) -> int:
         """The first ``>`` at or after ``at``, or -1."""
@@ -41,9 +41,12 @@ class Marks:
 
     def close(self, name: str, at: int) -> int:
         """The end of the first ``</name\\s*>`` that starts at or after ``at``, or -1."""
-        found = self._closes.get(name)
+        closes = self._closes
+        if closes is None:
+            closes = self._closes = _closing_tags(self.text)
+        found = closes.get(name)
         if found is None:
-            found = self._closes[name] = _closing_tags(self.text, name)
+            return -1
         starts, ends = found
         i = bisect_left(starts, at)
         return ends[i] if i < len(starts) else -1
@@ -58,20 +61,17 @@ def _positions(text: str, char: str) -> list[int]:
     return found
 
 
-def _closing_tags(text: str, name: str) -> tuple[list[int], list[int]]:
-    """Starts and ends of every ``</name\\s*>`` (they cannot overlap: each starts with ``<``
-    and what follows the name is whitespace and ``>``)."""
-    starts: list[int] = []
-    ends: list[int] = []
-    tag = "</" + name
-    at = text.find(tag)
-    while at >= 0:
-        tail = _CLOSE_END.match(text, at + len(tag))
-        if tail is not None:
-            starts.append(at)
-            ends.append(tail.end())
-        at = text.find(tag, at + len(tag))
-    return starts, ends
+def _closing_tags(text: str) -> dict[str, tuple[list[int], list[int]]]:
+    """Starts and ends of every ``</name\\s*>`` of the text, by name, in one pass (a text with
+    thousands of distinct names is not searched once per name). The name is the longest run:
+    a shorter one is followed by a name character, which neither ``\\s`` nor ``>`` is; and
+    closing tags cannot overlap (each starts with ``<``, none holds one)."""
+    found: dict[str, tuple[list[int], list[int]]] = {}
+    for tag in _CLOSING.finditer(text):
+        starts, ends = found.setdefault(tag.group(1), ([], []))
+        starts.append(tag.start())
+        ends.append(tag.end())
+    return found
 
 
 def _open_end(text: str, after_name: int, marks: Marks) -> int:

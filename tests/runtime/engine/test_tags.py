@@ -97,6 +97,9 @@ HOSTILE = {  # name -> (text of n copies, (kept after strip_injected, blocks rem
     "openings with a cut closing": (
         lambda n: "<system-reminder>" * n + "</system-remind",
         lambda n: ("</system-remind", n, "</system-remind")),
+    "distinct names, never closed": (
+        lambda n: "".join(f"<t{i}>" for i in range(n)) + "</",
+        lambda n: ("".join(f"<t{i}>" for i in range(n)) + "</", 0, "</")),
     "a slash command, then unclosed tags": (
         lambda n: "<command-name>/x</command-name>" + "<command-message>" * n,
         lambda n: ("", n + 1, "")),
