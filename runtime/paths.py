@@ -86,21 +86,24 @@ def codex_rollout(sessions: Path, thread_id: str | None) -> Path | None:
     return found[0] if found else None
 
 
-def codex_history_file(sessions: Path, history_id: str) -> Path | None:
-    """The file a ``history_base.thread_id`` names under ``sessions``, or None.
+def codex_history_files(sessions: Path, history_id: str) -> tuple[Path, ...]:
+    """The files a ``history_base.thread_id`` names under ``sessions`` (sorted; none: ()).
 
     Measured with 0.169.0: the first revision's base is the thread id (its first file,
     ``rollout-…-<id>.jsonl``); a later revision's base, and a fork's of a reverted thread, is
-    the revision it continues (``rollout-…_<id>.jsonl``)."""
+    the revision it continues (``rollout-…_<id>.jsonl``). More than one file is a copy under
+    another folder: which one Codex loads is not the files' to say (its sqlite index first,
+    else a fuzzy file search that ranked the shorter path first, measured), so the caller
+    refuses rather than pick."""
     from runtime.agents.codex import SESSION_ID
 
     if not SESSION_ID.fullmatch(history_id):
-        return None
+        return ()
     for pattern in (f"rollout-*-{history_id}.jsonl", f"rollout-*_{history_id}.jsonl"):
         found = sorted(sessions.rglob(pattern))
         if found:
-            return found[0]
-    return None
+            return tuple(found)
+    return ()
 
 
 _CODEX_NAME = re.compile(r"rollout-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-"

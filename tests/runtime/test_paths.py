@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runtime.paths import (
-    codex_history_file,
+    codex_history_files,
     codex_revision_of,
     codex_rollout,
     codex_thread_of,
@@ -84,11 +84,11 @@ def test_a_reverted_codex_thread_continues_in_its_newest_revision(tmp_path: Path
     for path in (original, second, first):  # written in another order: the id decides
         path.write_text("{}\n")
     assert codex_rollout(tmp_path, thread) == second
-    assert codex_history_file(tmp_path, thread) == original  # revision 1's history_base
-    assert codex_history_file(tmp_path, older) == first  # revision 2's history_base
-    assert codex_history_file(tmp_path, newer) == second  # a fork's of the reverted thread
-    assert codex_history_file(tmp_path, OTHER) is None
-    assert codex_history_file(tmp_path, "*") is None
+    assert codex_history_files(tmp_path, thread) == (original,)  # revision 1's history_base
+    assert codex_history_files(tmp_path, older) == (first,)  # revision 2's history_base
+    assert codex_history_files(tmp_path, newer) == (second,)  # a fork's of the reverted thread
+    assert codex_history_files(tmp_path, OTHER) == ()
+    assert codex_history_files(tmp_path, "*") == ()
     assert [codex_thread_of(p) for p in (original, first, second)] == [thread] * 3
     assert [codex_revision_of(p) for p in (original, first, second)] == [None, older, newer]
     assert codex_thread_of(tmp_path / f"{thread}.jsonl") is None

@@ -31,7 +31,7 @@ from runtime.engine.transcript import (
     tolerant,
 )
 from runtime.errors import TranscriptError
-from runtime.paths import codex_history_file
+from runtime.paths import codex_history_files
 
 if TYPE_CHECKING:  # dirty reads without turns: the builder is the callers' import
     from runtime.engine.turns import TurnBuilder
@@ -69,6 +69,49 @@ def session_meta(line: bytes) -> dict[str, Any] | None:
     return None
 
 
+def meta_refusal(meta: dict[str, Any]) -> str | None:
+    """Why Codex would refuse a line 0 that copies ``meta``'s fields (``rules.META_*``), in
+    words, or None when it would load it."""
+    for name, accepted in rules.META_FIELD_TYPES.items():
+        if name not in meta:
+            continue
+        value = meta[name]
+        kind = _json_type(value)
+        if kind not in accepted:
+            return _refusal(name, kind, value, " or ".join(sorted(accepted)))
+        values = rules.META_FIELD_VALUES.get(name)
+        if values is not None and value not in values:
+            return _refusal(name, kind, value, " or ".join(repr(v) for v in sorted(values)))
+    for (name, sub), accepted in rules.META_SUBFIELD_TYPES.items():
+        outer = meta.get(name)
+        if type(outer) is not dict:
+            continue
+        value = outer.get(sub)
+        kind = _json_type(value) if sub in outer else "missing"
+        if kind not in accepted:
+            return _refusal(f"{name}.{sub}", kind, value,
+                            " or ".join(sorted(accepted - {"missing"})))
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "boolean"
+    if type(value) in (int, float):
+        return "number"
+    if type(value) is str:
+        return "string"
+    return "array" if type(value) is list else "object"  # what JSON holds besides
+
+
+def _refusal(field: str, kind: str, value: Any, accepted: str) -> str:
+    shown = "" if kind == "missing" else f" ({repr(value)[:60]})"
+    return (f"session_meta field {field!r} is {kind}{shown}, where Codex 0.169.0 reads only "
+            f"{accepted}, so it would refuse to resume a rebuild that copies it")
+
+
 def parse(line: bytes, stats: ReadStats) -> Any:
     """The JSON value of ``line``, or None. A line only lone UTF-16 surrogate escapes make
     unreadable for orjson (``"\\ud83d"``, a half emoji) is read with U+FFFD in their place, as
@@ -92,31 +135,85 @@ def normalise(event: dict[str, Any]) -> dict[str, Any]:
     return {"type": "response_item", "payload": event, "timestamp": event.get("timestamp")}
 
 
+SESSIONS = "sessions"
+ARCHIVED = "archived_sessions"  # ``codex archive`` moves a thread's rollout here
+
+
 def sessions_root(path: Path) -> Path:
-    """The ``sessions`` folder above ``path``, else the folder ``path`` is in."""
+    """The ``sessions`` folder above ``path`` (for a rollout under ``archived_sessions``, the
+    ``sessions`` folder beside it: Codex resumes only from there), else the folder ``path``
+    is in."""
     for parent in path.parents:
-        if parent.name == "sessions":
+        if parent.name == SESSIONS:
             return parent
+        if parent.name == ARCHIVED:
+            return parent.parent / SESSIONS
     return path.parent
+
+
+def lookup_roots(root: Path) -> tuple[Path, ...]:
+    """Where a thread named by a ``history_base`` is looked for, in Codex's order: ``root``,
+    then, when ``root`` is a ``sessions`` folder, the ``archived_sessions`` beside it (0.169.0
+    resolves a fork's parent there too, measured: an archived parent is still read)."""
+    if root.name != SESSIONS:
+        return (root,)
+    return (root, root.parent / ARCHIVED)
 
 
 def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path] = frozenset()
                 ) -> Path:
-    """The rollout of ``thread_id`` under ``root`` (not ``exclude`` nor ``seen``), read from
-    each line 0.
+    """The rollout of ``thread_id`` under ``root`` or its ``archived_sessions`` (not
+    ``exclude`` nor ``seen``), read from each line 0.
 
-    First by name (``runtime.paths.codex_history_file``: a thread id names the thread's first
-    file, a revision id its revision). A copy whose name says nothing is found by line 0: a
-    revision shares its thread id with the file it revises; the newest other file wins, never
-    one already read for this history (a revision of a revision).
+    First by name (``runtime.paths.codex_history_files``: a thread id names the thread's first
+    file, a revision id its revision); two files of that name under one folder are refused,
+    since which one Codex reads is not theirs to say. A copy whose name says nothing is found
+    by line 0: a revision shares its thread id with the file it revises; the newest other
+    file wins, never one already read for this history (a revision of a revision).
     """
-    named = codex_history_file(root, thread_id)
+    found: dict[str, Path] = {}
+    for where in lookup_roots(root):
+        outcome, path = _find_in(thread_id, where, exclude, seen)
+        if outcome == "found":
+            return path
+        found.setdefault(outcome, path)
+    if "cycle" in found:
+        raise TranscriptError(
+            f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout under "
+            f"{str(found['cycle'])!r} is already part of this history: a cycle of "
+            "history_base; refusing it"
+        )
+    if "odd" in found:
+        raise TranscriptError(
+            f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout "
+            f"{str(found['odd'])!r} is not a regular file; refusing a history without its "
+            "parent"
+        )
+    places = " nor ".join(repr(str(where)) for where in lookup_roots(root))
+    raise TranscriptError(
+        f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout is not "
+        f"under {places}; refusing a history without its parent"
+    )
+
+
+def _find_in(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
+             ) -> tuple[str, Path]:
+    """``("found", rollout)``, else why not: ``("cycle", root)``, ``("odd", the named
+    path)`` or ``("missing", root)`` (``find_thread`` under one folder)."""
+    named = [path for path in codex_history_files(root, thread_id) if path.is_file()]
     odd = None  # a FIFO would block the read forever; a folder or dangling link is no rollout
-    if named is not None and not named.is_file():
-        odd, named = named, None
-    if named is not None and named != exclude and named not in seen:
-        return named
-    read = named is not None  # the thread's file is already part of this history
+    if not named:
+        odd = next(iter(codex_history_files(root, thread_id)), None)
+    if len(named) > 1:
+        raise TranscriptError(
+            f"rollout {str(exclude)!r} continues thread {thread_id!r}, which "
+            f"{len(named)} rollouts under {str(root)!r} claim by name "
+            f"({', '.join(repr(str(path)) for path in named)}): which one Codex reads is "
+            "not theirs to say; move the copy out of the folder and retry"
+        )
+    if named and named[0] != exclude and named[0] not in seen:
+        return "found", named[0]
+    read = bool(named)  # the thread's file is already part of this history
     found: list[tuple[float, Path]] = []  # a renamed copy (the corpus): read each line 0
     for candidate in root.rglob("*.jsonl"):
         if not candidate.is_file():
@@ -130,23 +227,13 @@ def find_thread(thread_id: str, root: Path, exclude: Path, seen: frozenset[Path]
             read = True
         else:
             found.append((candidate.stat().st_mtime, candidate))
-    if not found and read:
-        raise TranscriptError(
-            f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout under "
-            f"{str(root)!r} is already part of this history: a cycle of history_base; "
-            "refusing it"
-        )
-    if not found and odd is not None:
-        raise TranscriptError(
-            f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout "
-            f"{str(odd)!r} is not a regular file; refusing a history without its parent"
-        )
-    if not found:
-        raise TranscriptError(
-            f"rollout {str(exclude)!r} continues thread {thread_id!r}, whose rollout is not "
-            f"under {str(root)!r}; refusing a history without its parent"
-        )
-    return max(found)[1]
+    if found:
+        return "found", max(found)[1]
+    if read:
+        return "cycle", root
+    if odd is not None:
+        return "odd", odd
+    return "missing", root
 
 
 class Lines:
@@ -202,6 +289,9 @@ class Lines:
                 if lineno == 1 and event.get("type") == "session_meta":
                     meta = event.get("payload")
                     if own and type(meta) is dict:  # else no line 0: Codex refuses it too
+                        refusal = meta_refusal(meta)
+                        if refusal is not None:
+                            raise TranscriptError(f"rollout {str(path)!r}: {refusal}")
                         self.meta = meta
                     base = meta.get("history_base") if type(meta) is dict else None
                     if base is not None:

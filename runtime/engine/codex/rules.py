@@ -87,3 +87,37 @@ IMAGE_OPENINGS: tuple[str, ...] = ("<image name=", "</image>")
 # IDE clients wrap the typed request: only the text after IDE_REQUEST is the human's
 IDE_WRAPPER: tuple[str, ...] = ("# Context from my IDE setup:", "# Files mentioned by the user:")
 IDE_REQUEST = "## My request for Codex:"
+
+# line 0 (``session_meta``) fields a rebuild copies verbatim, and the JSON types Codex 0.169.0's
+# deserializer takes for each when present (measured with ``codex exec resume``: any other type
+# makes it refuse the whole rollout, "does not start with session metadata"). Nulls it was not
+# asked about are let through; a field not listed here is not checked (``id`` and
+# ``session_id`` are replaced by the rebuild's own).
+META_FIELD_TYPES: dict[str, frozenset[str]] = {
+    "timestamp": frozenset({"string"}),
+    "cwd": frozenset({"string"}),
+    "originator": frozenset({"string"}),
+    "cli_version": frozenset({"string"}),
+    "source": frozenset({"string", "object"}),  # "exec", "cli", {"subagent": …}
+    "thread_source": frozenset({"string", "null"}),
+    "model_provider": frozenset({"string", "null"}),
+    "history_mode": frozenset({"string"}),
+    "git": frozenset({"object", "null"}),
+    "base_instructions": frozenset({"object", "null"}),
+    "runtime_workspace_roots": frozenset({"array", "null"}),
+    "context_window": frozenset({"object", "null"}),
+    "multi_agent_version": frozenset({"string", "null"}),
+    "account_scoped": frozenset({"boolean", "null"}),
+    "agent_nickname": frozenset({"string", "null"}),
+    "agent_role": frozenset({"string", "null"}),
+}
+# string fields that take only these values (``history_mode: "bogus"`` is refused)
+META_FIELD_VALUES: dict[str, frozenset[str]] = {"history_mode": frozenset({"legacy", "paginated"})}
+# fields inside those objects ("missing": the field may be left out; base_instructions: {} is
+# refused, git: {} is not)
+META_SUBFIELD_TYPES: dict[tuple[str, str], frozenset[str]] = {
+    ("base_instructions", "text"): frozenset({"string"}),
+    ("git", "branch"): frozenset({"string", "null", "missing"}),
+    ("git", "commit_hash"): frozenset({"string", "null", "missing"}),
+    ("git", "repository_url"): frozenset({"string", "null", "missing"}),
+}

@@ -339,6 +339,131 @@ def test_a_missing_parent_is_an_error_naming_thread_and_folder(tmp_path: Path) -
     assert str(tmp_path / "sessions") in message and "\n" not in message
 
 
+def test_two_copies_of_a_parent_in_two_date_folders_are_refused_naming_both(
+    tmp_path: Path,
+) -> None:
+    """Measured with 0.169.0: which copy Codex loads follows its sqlite index, else its fuzzy
+    file search (the shorter path won, not the newer date or mtime) — nothing in the files
+    says. The reader took the sorted-first path silently: ``2025/…`` over ``2026/…``."""
+    sessions = tmp_path / "sessions"
+    parent = Rollout()
+    parent.exchange("the original question", "the original answer")
+    cut = parent.ordinal
+    kept = parent.write(sessions / "2026" / "12" / "02")
+    copy = Rollout(parent.id)
+    copy.exchange("a copy that says otherwise", "another answer")
+    copied = copy.write(sessions / "2025" / "01" / "15",
+                        f"rollout-2025-01-15T09-00-00-{parent.id}.jsonl")
+    child = Rollout(first_ordinal=cut, history_base={
+        "thread_id": parent.id, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
+    child.exchange("child", "child reply")
+    with pytest.raises(TranscriptError) as caught:
+        candidate.build(child.write(sessions / "2026" / "12" / "03"), Config())
+    message = str(caught.value)
+    assert str(kept) in message and str(copied) in message and parent.id in message
+    assert "\n" not in message
+
+
+def test_a_fork_whose_parent_was_archived_inlines_it_from_archived_sessions(
+    tmp_path: Path,
+) -> None:
+    """``codex archive`` moves the parent to ``$CODEX_HOME/archived_sessions``; 0.169.0 still
+    resolves a fork's parent there (measured: ``codex exec resume <fork>`` sent the archived
+    parent's messages). The reader refused it as "not under sessions"."""
+    parent = Rollout()
+    parent.exchange("archived parent question", "archived parent answer")
+    cut = parent.ordinal
+    parent.write(tmp_path / "archived_sessions" / "2026" / "12" / "02")
+    child = Rollout(first_ordinal=cut, history_base={
+        "thread_id": parent.id, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
+    child.exchange("child", "child reply")
+    path = child.write(tmp_path / "sessions" / "2026" / "12" / "03")
+    assert [text for _, _, text in carried(path)] == [
+        "archived parent question", "archived parent answer", "child", "child reply"]
+
+
+def test_a_parent_in_sessions_wins_over_its_archived_copy(tmp_path: Path) -> None:
+    """Codex looks under ``sessions`` first and under ``archived_sessions`` only when that
+    finds nothing: the same thread in both is no ambiguity."""
+    parent = Rollout()
+    parent.exchange("live parent", "live answer")
+    cut = parent.ordinal
+    parent.write(tmp_path / "sessions" / "2026" / "12" / "02")
+    stale = Rollout(parent.id)
+    stale.exchange("archived copy", "archived answer")
+    stale.write(tmp_path / "archived_sessions" / "2026" / "12" / "02")
+    child = Rollout(first_ordinal=cut, history_base={
+        "thread_id": parent.id, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
+    child.exchange("child", "child reply")
+    path = child.write(tmp_path / "sessions" / "2026" / "12" / "03")
+    assert [text for _, _, text in carried(path)][:2] == ["live parent", "live answer"]
+
+
+def test_a_missing_parent_names_sessions_and_archived_sessions(tmp_path: Path) -> None:
+    child = Rollout(first_ordinal=9, history_base={
+        "thread_id": "01a23b12-0000-7000-8000-000000000000", "end_ordinal_exclusive": 9})
+    child.exchange("child", "reply")
+    path = child.write(tmp_path / "sessions" / "2026" / "12" / "03")
+    with pytest.raises(TranscriptError) as caught:
+        candidate.build(path, Config())
+    message = str(caught.value)
+    assert repr(str(tmp_path / "sessions")) in message
+    assert repr(str(tmp_path / "archived_sessions")) in message and "\n" not in message
+
+
+# Line-0 fields Codex 0.169.0 refused in ``codex exec resume`` (each measured), and one odd
+# but accepted value of each kind that must still be read.
+REFUSED_META = [
+    ({"cwd": ["/srv/probe/work"]}, "'cwd' is array"),
+    ({"cwd": None}, "'cwd' is null"),
+    ({"cli_version": 169}, "'cli_version' is number"),
+    ({"originator": 5}, "'originator' is number"),
+    ({"timestamp": 5}, "'timestamp' is number"),
+    ({"source": 5}, "'source' is number"),
+    ({"source": None}, "'source' is null"),
+    ({"model_provider": 5}, "'model_provider' is number"),
+    ({"history_mode": "bogus"}, "'history_mode' is string ('bogus')"),
+    ({"git": "main"}, "'git' is string"),
+    ({"git": {"branch": 5}}, "'git.branch' is number"),
+    ({"base_instructions": "x"}, "'base_instructions' is string"),
+    ({"base_instructions": {}}, "'base_instructions.text' is missing"),
+    ({"thread_source": 5}, "'thread_source' is number"),
+    ({"account_scoped": "x"}, "'account_scoped' is string"),
+]
+ACCEPTED_META = [{"cwd": "relative/dir"}, {"source": "bogus"}, {"source": {"subagent": "review"}},
+                 {"model_provider": None}, {"git": None}, {"base_instructions": None},
+                 {"timestamp": "yesterday"}, {"history_mode": "legacy"}, {"zzz_unknown": [1]}]
+
+
+def _with_meta(tmp_path: Path, **fields: Any) -> Path:
+    rollout = Rollout()
+    rollout.exchange("keep me", "kept")
+    head = orjson.loads(rollout.lines[0])
+    head["payload"].update(fields)
+    rollout.lines[0] = orjson.dumps(head)
+    return rollout.write(tmp_path / "sessions")
+
+
+@pytest.mark.parametrize(("fields", "said"), REFUSED_META)
+def test_a_line0_field_codex_cannot_read_is_refused_when_read(
+    tmp_path: Path, fields: dict[str, Any], said: str
+) -> None:
+    """The rebuild copies line 0's fields verbatim: a candidate with ``cwd`` a list verified,
+    and Codex then refused to resume it ("does not start with session metadata")."""
+    path = _with_meta(tmp_path, **fields)
+    for read in (lambda: candidate.build(path, Config()), lambda: scan(path)):
+        with pytest.raises(TranscriptError) as caught:
+            read()
+        message = str(caught.value)
+        assert said in message and str(path) in message and "\n" not in message
+
+
+@pytest.mark.parametrize("fields", ACCEPTED_META)
+def test_a_line0_field_codex_reads_is_carried(tmp_path: Path, fields: dict[str, Any]) -> None:
+    path = _with_meta(tmp_path, **fields)
+    assert [text for _, _, text in carried(path)] == ["keep me", "kept"]
+
+
 def test_a_legacy_rollout_is_read_from_its_user_and_agent_message_events_once(
     tmp_path: Path,
 ) -> None:
