@@ -197,9 +197,9 @@ def run_fork(args: argparse.Namespace) -> int:
     except VerificationError:
         proc.remove(path)
         raise
-    resume = f"codex resume {built.new_session_id}" if codex else (
-        f"claude --resume {built.new_session_id}"
-    )
+    resume = candidate.resume_command(
+        path, built.new_session_id, source, config.codex_home
+    ) if codex else f"claude --resume {built.new_session_id}"
     workdir = built.meta.get("cwd") if codex else None
     result: dict[str, Any] = {
         "new_session_id": built.new_session_id,

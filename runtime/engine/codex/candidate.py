@@ -11,6 +11,7 @@ text verbatim, ordinals renumbered, and the carry mark (``runtime.engine.speech.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -18,15 +19,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
+from runtime.agents.codex import HOME_VAR
 from runtime.config import Config
 from runtime.engine import candidate as claude
 from runtime.engine.codex import rules
 from runtime.engine.codex.readback import ReadBack
-from runtime.engine.codex.rollout import Classifier, scan, sessions_root
+from runtime.engine.codex.rollout import SESSIONS, Classifier, scan, sessions_root
 from runtime.engine.items import EPOCH, SUMMARY_MARK, Layout, ManifestEntry, sha256_text
 from runtime.engine.located import Located, Where
 from runtime.engine.speech import MARK_KEY, Utterance, carry_mark
-from runtime.engine.transcript import Progress
+from runtime.engine.transcript import Progress, ReadStats
 from runtime.engine.turns import Turn, TurnBuilder
 
 DROPPED_META = ("history_base", "forked_from_id", "forked_from_ordinal_exclusive")
@@ -183,7 +185,7 @@ def _build(
     if plan.blocked is None and audit["unrecognised"] and (
         config.rebuild.unrecognised_speech == "block"
     ):
-        plan = plan._replace(blocked=_audit_reason(audit))
+        plan = plan._replace(blocked=_audit_reason(audit, read))
     meta = _new_meta(lines.meta or {}, session)
     layout = CodexLayout(session, meta)
     layout.digests = sink.digests
@@ -302,8 +304,16 @@ def _within(role: str, text: str, said: Counter[tuple[str, str]]) -> bool:
     return any(r == role and text.strip() in t for r, t in said)
 
 
-def _audit_reason(audit: dict[str, Any]) -> str:
+def _audit_reason(audit: dict[str, Any], read: ReadStats) -> str:
+    """Why the audit blocks: copies the rules did not recognise — or, when the rollout ends in
+    a line cut mid-write, the message that line held (Codex writes the assistant's UI copy
+    before its message, so a cut message leaves its copy alone)."""
     count = sum(audit["unrecognised"].values())
+    if read.partial_tail:
+        return (f"partial tail: the last line ({read.last_malformed}) is cut mid-write, so "
+                f"{count} UI cop(ies) have no message to match and a rebuild would lose that "
+                "message; retry once Codex has written the whole line (a write cut for good: "
+                "remove the cut line)")
     return (f"unrecognised speech: {count} UI cop(ies) of messages the speech rules did not "
             "recognise; a rebuild would lose them")
 
@@ -316,6 +326,26 @@ def default_folder(source: Path, created: datetime) -> Path:
     return root / created.strftime("%Y") / created.strftime("%m") / created.strftime("%d")
 
 
+def resume_command(path: Path, session: str, source: Path, codex_home: Path | None) -> str:
+    """A command that resumes the rebuilt rollout at ``path``.
+
+    ``codex resume <id>`` finds a thread only under ``$CODEX_HOME/sessions`` (any folder
+    there): 0.169.0 reads a path argument as a thread name, finds none and starts a new thread
+    (measured), and has no option that names a file. A rollout written elsewhere (``fork
+    --into``) is moved first into the ``sessions`` folder of the source's ``CODEX_HOME``
+    (else ``codex_home``, ``$CODEX_HOME``, ``~/.codex``)."""
+    import shlex  # only here: no start-up cost for the readers
+
+    resume = f"codex resume {session}"
+    if any(parent.name == SESSIONS for parent in path.parents):
+        return resume
+    sessions = sessions_root(source)
+    if sessions.name != SESSIONS:
+        home = codex_home or Path(os.environ.get(HOME_VAR) or "~/.codex")
+        sessions = home.expanduser() / SESSIONS
+    return f"mv {shlex.quote(str(path))} {shlex.quote(str(sessions))}/ && {resume}"
+
+
 def write(built: CodexBuild, directory: Path) -> Path:
     """Write the rollout as ``<directory>/rollout-<time>-<id>.jsonl`` (atomic, 0600)."""
     claude.refuse_unwritable(built, built.item_count + 1)  # + line 0, the session_meta
@@ -326,4 +356,5 @@ def write(built: CodexBuild, directory: Path) -> Path:
 
 write_manifest = claude.write_manifest  # the manifest format is the same for both agents
 
-__all__ = ["SUMMARY_MARK", "CodexBuild", "build", "default_folder", "write", "write_manifest"]
+__all__ = ["SUMMARY_MARK", "CodexBuild", "build", "default_folder", "resume_command", "write",
+           "write_manifest"]

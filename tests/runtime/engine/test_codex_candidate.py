@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -15,6 +16,7 @@ from runtime.engine import candidate as claude_candidate
 from runtime.engine.codex import candidate
 from runtime.engine.codex.verify import verify_rollout
 from runtime.errors import VerificationError
+from runtime.paths import codex_rollout
 from tests.fixtures.transcripts import Transcript
 from tests.runtime.codex_rollouts import BASE_INSTRUCTIONS, Rollout
 
@@ -138,7 +140,9 @@ def test_plan_dirty_and_fork_work_on_a_codex_rollout(
     code, out, _ = run(capsys, "fork", "--transcript", str(source), "--into", str(tmp_path / "x"),
                        "--manifest", str(manifest))
     assert code == 0
-    assert re.search(rf"resume +cd /srv/probe/work && codex resume {UUID}", out)
+    moved = re.escape(f"{tmp_path / 'sessions'}/")
+    assert re.search(rf"resume +cd /srv/probe/work && mv \S+ {moved} && codex resume {UUID}",
+                     out)
     entries = [orjson.loads(line) for line in manifest.read_bytes().splitlines()]
     assert [e["kind"] for e in entries] == ["typed", "assistant_text"] * 2 + [
         "queued", "assistant_text"]
@@ -208,3 +212,39 @@ def test_plan_lets_the_old_turns_texts_go_and_reports_as_a_fork_read_does(
     first = [u.text for u in planned.turns[0].items]
     assert first == (["", ""] if hold == 0 else ["prompt 0 → " * 40, "reply 0 — " * 40])
     assert planned.turns[-1].items[0].text == "prompt 14 → " * 40
+
+
+def test_a_fork_into_a_folder_outside_sessions_prints_a_resume_that_finds_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Codex 0.169.0 finds a thread only under ``$CODEX_HOME/sessions`` (``codex resume
+    <path>`` read the path as a name and started a new thread, measured): the bare
+    ``codex resume <id>`` printed after ``fork --into /elsewhere`` found nothing."""
+    source = noisy(tmp_path)
+    code, out, err = run(capsys, "fork", "--transcript", str(source), "--into",
+                         str(tmp_path / "elsewhere"), "--json")
+    assert code == 0, err
+    forked = json.loads(out)
+    new_id = forked["new_session_id"]
+    assert not forked["resume"].startswith("codex resume")
+    moving, resuming = forked["resume"].split(" && ")
+    assert resuming == f"codex resume {new_id}"
+    subprocess.run(moving, shell=True, check=True, cwd=tmp_path)  # noqa: S602 - our own line
+    assert codex_rollout(tmp_path / "sessions", new_id) == (
+        tmp_path / "sessions" / Path(forked["candidate_path"]).name)
+
+
+def test_a_fork_of_an_archived_rollout_lands_in_sessions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An archived rollout is rebuilt into ``sessions`` beside ``archived_sessions``: Codex
+    resumes nothing from the archive ("session … is archived", measured)."""
+    rollout = Rollout()
+    rollout.exchange("archived question", "archived answer")
+    source = rollout.write(tmp_path / "archived_sessions" / "2026" / "12" / "03")
+    code, out, err = run(capsys, "fork", "--transcript", str(source), "--json")
+    assert code == 0, err
+    forked = json.loads(out)
+    path = Path(forked["candidate_path"])
+    assert path.parent.parent.parent.parent == tmp_path / "sessions"
+    assert forked["resume"] == f"codex resume {forked['new_session_id']}"

@@ -464,6 +464,23 @@ def test_a_line0_field_codex_reads_is_carried(tmp_path: Path, fields: dict[str, 
     assert [text for _, _, text in carried(path)] == ["keep me", "kept"]
 
 
+def test_a_rollout_cut_inside_its_last_message_names_the_partial_tail(tmp_path: Path) -> None:
+    """Codex writes the assistant's UI copy before its message: a rollout cut inside that
+    message left its copy alone, and the rebuild was blocked as "unrecognised speech"."""
+    rollout = Rollout()
+    rollout.exchange("first question", "first answer")
+    rollout.start("exec")
+    rollout.user("second question")
+    rollout.assistant("the answer being written when the file was cut")
+    rollout.lines[-1] = rollout.lines[-1][: len(rollout.lines[-1]) // 2]
+    path = rollout.write(tmp_path / "sessions")
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))  # no newline after the cut line
+    built = candidate.build(path, Config())
+    assert built.blocked_reason is not None
+    assert built.blocked_reason.startswith(f"partial tail: the last line ({len(rollout.lines)})")
+    assert "unrecognised" not in built.blocked_reason
+
+
 def test_a_legacy_rollout_is_read_from_its_user_and_agent_message_events_once(
     tmp_path: Path,
 ) -> None:
