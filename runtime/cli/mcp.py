@@ -29,8 +29,17 @@ from typing import Annotated, Any, TypeVar, cast
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    ToolAnnotations,
+)
+from pydantic import Field, ValidationError
 
 from runtime import package_version
 from runtime.agents import RunningFacts, codex
@@ -64,12 +73,18 @@ SWITCHES = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructi
                            open_world_hint=False)
 T = TypeVar("T")
 
+# Caps on the free-text arguments: a refusal quotes what it refused, so an unbounded value (a
+# 10 MB "path") came back whole in the error and in the log line of each call.
+PATH_MAX_CHARS = 4096  # Linux PATH_MAX
+OPERATION_ID_MAX_CHARS = 64  # op-YYYYMMDDTHHMMSS.ffffffZ-xxxxxx is 32
 Transcript = Annotated[
     str | None,
     Field(description="Path of a session transcript (.jsonl) inside project_dir; "
-                      "default: the session of the claude or codex that runs this server."),
+                      "default: the session of the claude or codex that runs this server.",
+          max_length=PATH_MAX_CHARS),
 ]
-OperationId = Annotated[str, Field(description="Operation id, as returned by a request.")]
+OperationId = Annotated[str, Field(description="Operation id, as returned by a request.",
+                                   max_length=OPERATION_ID_MAX_CHARS)]
 
 
 @dataclass(frozen=True)
@@ -272,7 +287,8 @@ def build_server(load: Callable[[], Config]) -> MCPServer:
     @tool(READ_ONLY)
     def thread_rebuild_status(
         operation_id: Annotated[
-            str | None, Field(description="Operation id; default: the active, else the latest.")
+            str | None, Field(description="Operation id; default: the active, else the latest.",
+                              max_length=OPERATION_ID_MAX_CHARS)
         ] = None,
         detail: Annotated[bool, Field(
             description="Also return the whole record, facts and timeline evidence (~10 KB); "
@@ -336,14 +352,87 @@ def _forbid_unknown_arguments(server: MCPServer) -> None:
         tool.parameters = model.model_json_schema(by_alias=True)
 
 
+def refusals(item: SessionMessage | Exception) -> list[JSONRPCError] | None:
+    """The JSON-RPC errors that answer a line the SDK's stdio transport could not read
+    (``item`` an Exception), or None for a message it read (the server answers that).
+
+    The SDK drops such a line without a word, so a client waiting on its id waits forever:
+    not JSON (or nested past the parser's limit) is -32700 with id null; JSON that is no
+    JSON-RPC 2.0 message is -32600, with the id of a request when it has a usable one; a batch
+    (an array, which MCP since 2025-06-18 does not take) gets one -32600 per request in it."""
+    if not isinstance(item, Exception):
+        return None
+    errors = item.errors(include_url=False) if isinstance(item, ValidationError) else []
+    if not errors or any(error["type"] == "json_invalid" for error in errors):
+        said = errors[0]["msg"] if errors else str(item)
+        return [_refusal(None, PARSE_ERROR, f"Parse error: the line is not JSON ({said[:200]})")]
+    sent = next((error["input"] for error in errors
+                 if error["type"] == "model_type" and len(error["loc"]) == 1
+                 or error["type"] == "missing" and len(error["loc"]) == 2), None)
+    if type(sent) is list:
+        ids = [_request_id(element) for element in sent]
+        return [_refusal(request, INVALID_REQUEST, BATCH_REFUSED)
+                for request in ids if request is not None] or [
+                    _refusal(None, INVALID_REQUEST, BATCH_REFUSED)]
+    kind = ("JSONRPCRequest" if type(sent) is dict and "id" in sent else "JSONRPCNotification")
+    error = next((e for e in errors if e["loc"][:1] == (kind,)), errors[0])
+    where = ".".join(str(part) for part in error["loc"][1:]) or "message"
+    return [_refusal(_request_id(sent), INVALID_REQUEST,
+                     f"Invalid Request: not a JSON-RPC 2.0 message ({where}: {error['msg']})")]
+
+
+BATCH_REFUSED = ("Invalid Request: a batch (JSON array) is not taken; send one JSON-RPC "
+                 "message per line")
+
+
+def _request_id(sent: Any) -> str | int | None:
+    """The id of ``sent`` when it is a request with a usable one (a response's id is the
+    client's own: answering it would resolve one of the client's requests)."""
+    if type(sent) is not dict or "method" not in sent:
+        return None
+    request = sent.get("id")
+    return request if type(request) in (str, int) else None
+
+
+def _refusal(request: str | int | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request, error=ErrorData(code=code, message=message))
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """``server`` over stdin/stdout, the SDK's transport, with ``refusals`` answering the lines
+    it drops (they reach the writer in line order with the server's own answers)."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK offers no hook for bad lines
+    async with stdio_server() as (read_stream, write_stream):
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def screen() -> None:
+            async with send:
+                async for item in read_stream:
+                    answers = refusals(item)
+                    if answers is None:
+                        await send.send(item)
+                    for answer in answers or ():
+                        await write_stream.send(SessionMessage(answer))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(screen)
+            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
 def main(args: argparse.Namespace) -> int:
     """Serve the tools over stdio until the client closes the connection."""
+    import anyio
+
     path = config_path_from(getattr(args, "config", None))
     load_config(path)  # a broken config fails the start, with the key, not the first call
 
     def load() -> Config:
         return load_config(path)  # re-read per call: an edited config takes effect at once
 
-    build_server(load).run("stdio")
+    anyio.run(serve_stdio, build_server(load))
     return 0
 
