@@ -339,6 +339,16 @@ def test_a_missing_parent_is_an_error_naming_thread_and_folder(tmp_path: Path) -
     assert str(tmp_path / "sessions") in message and "\n" not in message
 
 
+def fork_after(parent: Rollout, folder: Path, sessions: Path) -> Path:
+    """``parent`` written into ``folder``, and a fork of it cut after its last line written
+    into ``sessions``: the fork's path."""
+    parent.write(folder)
+    child = Rollout(first_ordinal=parent.ordinal, history_base={
+        "thread_id": parent.id, "end_ordinal_exclusive": parent.ordinal, "end_byte_offset": 0})
+    child.exchange("child", "child reply")
+    return child.write(sessions / "2026" / "12" / "03")
+
+
 def test_two_copies_of_a_parent_in_two_date_folders_are_refused_naming_both(
     tmp_path: Path,
 ) -> None:
@@ -348,17 +358,14 @@ def test_two_copies_of_a_parent_in_two_date_folders_are_refused_naming_both(
     sessions = tmp_path / "sessions"
     parent = Rollout()
     parent.exchange("the original question", "the original answer")
-    cut = parent.ordinal
-    kept = parent.write(sessions / "2026" / "12" / "02")
     copy = Rollout(parent.id)
     copy.exchange("a copy that says otherwise", "another answer")
     copied = copy.write(sessions / "2025" / "01" / "15",
                         f"rollout-2025-01-15T09-00-00-{parent.id}.jsonl")
-    child = Rollout(first_ordinal=cut, history_base={
-        "thread_id": parent.id, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
-    child.exchange("child", "child reply")
+    child = fork_after(parent, sessions / "2026" / "12" / "02", sessions)
+    kept = sessions / "2026" / "12" / "02" / f"rollout-2026-12-03T10-00-00-{parent.id}.jsonl"
     with pytest.raises(TranscriptError) as caught:
-        candidate.build(child.write(sessions / "2026" / "12" / "03"), Config())
+        candidate.build(child, Config())
     message = str(caught.value)
     assert str(kept) in message and str(copied) in message and parent.id in message
     assert "\n" not in message
@@ -372,12 +379,8 @@ def test_a_fork_whose_parent_was_archived_inlines_it_from_archived_sessions(
     parent's messages). The reader refused it as "not under sessions"."""
     parent = Rollout()
     parent.exchange("archived parent question", "archived parent answer")
-    cut = parent.ordinal
-    parent.write(tmp_path / "archived_sessions" / "2026" / "12" / "02")
-    child = Rollout(first_ordinal=cut, history_base={
-        "thread_id": parent.id, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
-    child.exchange("child", "child reply")
-    path = child.write(tmp_path / "sessions" / "2026" / "12" / "03")
+    path = fork_after(parent, tmp_path / "archived_sessions" / "2026" / "12" / "02",
+                      tmp_path / "sessions")
     assert [text for _, _, text in carried(path)] == [
         "archived parent question", "archived parent answer", "child", "child reply"]
 
@@ -387,15 +390,11 @@ def test_a_parent_in_sessions_wins_over_its_archived_copy(tmp_path: Path) -> Non
     finds nothing: the same thread in both is no ambiguity."""
     parent = Rollout()
     parent.exchange("live parent", "live answer")
-    cut = parent.ordinal
-    parent.write(tmp_path / "sessions" / "2026" / "12" / "02")
     stale = Rollout(parent.id)
     stale.exchange("archived copy", "archived answer")
     stale.write(tmp_path / "archived_sessions" / "2026" / "12" / "02")
-    child = Rollout(first_ordinal=cut, history_base={
-        "thread_id": parent.id, "end_ordinal_exclusive": cut, "end_byte_offset": 0})
-    child.exchange("child", "child reply")
-    path = child.write(tmp_path / "sessions" / "2026" / "12" / "03")
+    path = fork_after(parent, tmp_path / "sessions" / "2026" / "12" / "02",
+                      tmp_path / "sessions")
     assert [text for _, _, text in carried(path)][:2] == ["live parent", "live answer"]
 
 
