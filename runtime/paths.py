@@ -72,6 +72,9 @@ def codex_rollout(sessions: Path, thread_id: str | None) -> Path | None:
     ``rollout-…-<thread_id>_<revision>.jsonl`` (revision ids are UUIDv7: time-ordered); measured
     with 0.169.0, a resume appends to the newest revision (also with Codex's sqlite state
     deleted), so the newest revision is the thread's current history when there is one.
+    Two files with the thread's newest name (a copy in another date folder) are a
+    TranscriptError naming both: which one Codex resumes follows its sqlite index, else a fuzzy
+    file search (measured with 0.169.0), nothing the files say.
     """
     from runtime.agents.codex import SESSION_ID
 
@@ -80,10 +83,16 @@ def codex_rollout(sessions: Path, thread_id: str | None) -> Path | None:
     revisions = sorted((codex_revision_of(path) or "", path)
                        for path in sessions.rglob(f"rollout-*-{thread_id}_*.jsonl")
                        if codex_thread_of(path) == thread_id)
-    if revisions:
-        return revisions[-1][1]
-    found = sorted(sessions.rglob(f"rollout-*-{thread_id}.jsonl"))
-    return found[0] if found else None
+    newest = [path for revision, path in revisions if revision == revisions[-1][0]] \
+        if revisions else sorted(sessions.rglob(f"rollout-*-{thread_id}.jsonl"))
+    if len(newest) > 1:
+        from runtime.errors import TranscriptError
+
+        raise TranscriptError(
+            f"thread {thread_id!r} has {len(newest)} rollouts of one name under "
+            f"{str(sessions)!r} ({', '.join(repr(str(path)) for path in newest)}): which one "
+            "Codex resumes is not theirs to say; move the copy out of the folder")
+    return newest[0] if newest else None
 
 
 def codex_history_files(sessions: Path, history_id: str) -> tuple[Path, ...]:

@@ -86,6 +86,7 @@ def live_codex(scene: Scene) -> tuple[int | None, list[str]]:
 
 def _source_thread(scene: Scene, out: Checklist) -> None:
     """The one thread whose writer lock the pane's codex holds, and its rollout."""
+    from runtime.errors import TranscriptError
     from runtime.paths import codex_rollout
     from runtime.procfs import codex_writer_locks
 
@@ -97,7 +98,11 @@ def _source_thread(scene: Scene, out: Checklist) -> None:
         out.cannot_judge(name, {"pid": pid, "codex_home": str(config.codex_home)})
         return
     threads = codex_writer_locks(config.codex_home, pid)
-    rollout = codex_rollout(config.project_dir, threads[0]) if len(threads) == 1 else None
+    try:
+        rollout = codex_rollout(config.project_dir, threads[0]) if len(threads) == 1 else None
+    except TranscriptError as exc:  # two copies of the thread's rollout: not one to judge
+        out.add(name, False, {"pid": pid, "threads": list(threads), "error": str(exc)})
+        return
     scene.thread, scene.rollout = (threads[0], rollout) if rollout else ("", None)
     out.add(name, rollout is not None,
             {"pid": pid, "threads": list(threads), "rollout": str(rollout) if rollout else None})

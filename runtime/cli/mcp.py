@@ -170,7 +170,8 @@ def served_transcript(transcript: str | None, config: Config,
         return None, "no project_dir configured"  # the report says so, as a tool error
     session_id = served.session_id
     if config.agent is AgentKind.CODEX:
-        rollout = codex_rollout(config.project_dir, session_id)
+        sessions = config.project_dir
+        rollout = _call(lambda: codex_rollout(sessions, session_id))  # two copies: one line
         if rollout is not None:
             return str(rollout), "served session"
         raise ToolError(f"{_no_codex_rollout(served, config.project_dir)}; pass transcript="

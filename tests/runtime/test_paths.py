@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.errors import TranscriptError
 from runtime.paths import (
     codex_history_files,
     codex_revision_of,
@@ -68,6 +69,30 @@ def test_a_codex_thread_s_rollout_is_found_in_any_folder_by_its_name_end(tmp_pat
 
 
 OTHER = "01a24915-0000-7000-8000-000000000000"
+
+
+def test_two_copies_of_a_codex_thread_s_rollout_are_refused_naming_both(tmp_path: Path) -> None:
+    """``codex resume <id>`` loads the copy its sqlite index holds, else the first of a fuzzy
+    file search (measured with 0.169.0: the shorter path, not the newer date or mtime); the
+    lookup took the sorted-first path silently, so ``dirty``/``plan`` and a switch could read
+    the copy Codex does not write to."""
+    thread = "01a24632-6827-7a52-8813-53ab6b6ff12b"
+    paths = [tmp_path / day / f"rollout-2026-12-03T10-00-00-{thread}.jsonl"
+             for day in ("2025/01/15", "2026/12/03")]
+    for path in paths:
+        path.parent.mkdir(parents=True)
+        path.write_text("{}\n")
+    with pytest.raises(TranscriptError) as caught:
+        codex_rollout(tmp_path, thread)
+    message = str(caught.value)
+    assert all(str(path) in message for path in paths) and "\n" not in message
+    revision = "01a24916-263a-7b23-9a45-119d92d0f8b8"  # a revision's copy is as ambiguous
+    for path in paths:
+        path.with_name(f"rollout-2026-12-03T11-00-00-{thread}_{revision}.jsonl").write_text("{}")
+    with pytest.raises(TranscriptError, match=revision):
+        codex_rollout(tmp_path, thread)
+
+
 
 
 def test_a_reverted_codex_thread_continues_in_its_newest_revision(tmp_path: Path) -> None:

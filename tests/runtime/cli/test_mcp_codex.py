@@ -102,6 +102,21 @@ def test_dirty_and_plan_under_a_codex_read_its_thread_not_the_newest_rollout(
     assert served_transcript(str(newer), config, server) == (str(newer), "argument")
 
 
+def test_dirty_under_a_codex_whose_thread_has_two_rollouts_names_both(
+        standin, tmp_path: Path) -> None:
+    sessions = tmp_path / "home" / "sessions"
+    own = Rollout(THREAD).write(sessions / "2026" / "12" / "03")
+    copy = Rollout(THREAD).write(sessions / "2025" / "01" / "15")
+    config_file = tmp_path / "threadline.toml"
+    config_file.write_text(f'agent = "codex"\ncodex_home = "{sessions.parent}"\n'
+                           f'project_dir = "{sessions}"\nstate_dir = "{tmp_path}/state"\n')
+    server = served_session(standin(THREAD), tmp_path / "no-claude")
+    with pytest.raises(ToolError) as caught:
+        served_transcript(None, load_config(config_file), server)
+    message = str(caught.value)
+    assert str(own) in message and str(copy) in message and "\n" not in message
+
+
 def codex_config(tmp_path: Path) -> tuple[Config, Path]:
     sessions = tmp_path / "home" / "sessions"
     Rollout(THREAD).write(sessions / "2026" / "12" / "03")  # there is a rollout: never guessed
