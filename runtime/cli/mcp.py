@@ -405,7 +405,10 @@ async def serve_stdio(server: MCPServer) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK offers no hook for bad lines
+    lowlevel = getattr(server, "_lowlevel_server", None)  # the SDK offers no hook for bad lines
+    if lowlevel is None:  # an SDK release that moved it: serve as the SDK does, unscreened
+        await server.run_stdio_async()
+        return
     async with stdio_server() as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 

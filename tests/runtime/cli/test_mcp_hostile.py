@@ -115,7 +115,8 @@ def pong(server: Server) -> None:
 @pytest.mark.parametrize("line", [
     b"this is not json", b'{"jsonrpc":"2.0","id":1,"method":"ping"', b"\xff\xfe{}",
     b"[" * 100_000 + b"]" * 100_000,  # past the parser's nesting limit
-])
+], ids=["words", "cut", "not-utf8", "nested-100000"])  # a 200 KB id: PYTEST_CURRENT_TEST
+# would carry it into every child's environment, past the kernel's 128 KiB per string
 def test_a_line_that_is_not_json_is_a_parse_error_and_the_stream_goes_on(
     server: Server, line: bytes
 ) -> None:
@@ -223,3 +224,20 @@ def test_a_client_that_closes_stdin_mid_line_ends_the_server(server: Server) -> 
     server.process.stdin.write(b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "par')
     server.process.stdin.flush()
     assert server.close() == 0
+
+
+def test_an_sdk_without_the_lowlevel_server_is_served_as_the_sdk_serves_it() -> None:
+    """``serve_stdio`` reaches into the SDK (``_lowlevel_server``; mcp is pinned ``>=2,<3``):
+    a release that moves it must still serve the tools, unscreened, not crash at start."""
+    import anyio
+
+    from runtime.cli.mcp import serve_stdio
+
+    served: list[str] = []
+
+    class Moved:
+        async def run_stdio_async(self) -> None:
+            served.append("stdio")
+
+    anyio.run(serve_stdio, Moved())  # type: ignore[arg-type]
+    assert served == ["stdio"]
