@@ -38,7 +38,7 @@ options:
     choices: [apply, drift, accept]
     default: apply
   profile_path:
-    description: Path of the host profile (C(host.yml)) on the managed host.
+    description: Absolute path of the host profile (C(host.yml)) on the managed host.
     type: path
     required: true
   profile:
@@ -272,12 +272,50 @@ def _one_line(stderr: str, stdout: str) -> str:
     return tail[-1] if tail else "no output"
 
 
+def _os_error(exc: OSError, path: str) -> str:
+    """``strerror`` plus the file it names when that is not ``path`` itself (its folder)."""
+    detail = exc.strerror or str(exc)
+    named = os.fsdecode(exc.filename) if exc.filename is not None else path
+    return detail if named == path else f"{detail}: {named!r}"
+
+
+def _install_profile(module: AnsibleModule, path: str, text: str) -> None:
+    """``text`` to ``path`` atomically (a temp file beside it, fsync, rename, fsync the
+    folder), creating the folder (0755) when missing; no temp file is left behind."""
+    directory = os.path.dirname(path)
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise NotADirectoryError(20, "its folder is not a directory", directory)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    handle, staged = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
+                                      suffix=".ansible-new", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fchmod(out.fileno(), 0o644)
+            os.fsync(out.fileno())
+        module.atomic_move(staged, path)
+    finally:
+        if os.path.lexists(staged):
+            os.unlink(staged)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash
+    finally:
+        os.close(dir_fd)
+
+
 def _write_profile(module: AnsibleModule, executable: str, path: str,
                    profile: dict[str, Any]) -> tuple[str, dict[str, str] | None]:
     """Validate ``profile``; write it to ``path`` unless check mode; return the path to run
     against and the diff entry (None when the file already holds it)."""
     text = profile_text(profile)
-    before = _read(path)
+    try:
+        before = _read(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = _os_error(exc, path) if isinstance(exc, OSError) else "not UTF-8 text"
+        module.fail_json(msg=f"cannot read the host profile {path!r}: {reason}",
+                         profile_changed=False)
     handle, temp = tempfile.mkstemp(prefix="host-", suffix=".yml", dir=module.tmpdir)
     with os.fdopen(handle, "w", encoding="utf-8") as out:
         out.write(text)
@@ -292,21 +330,11 @@ def _write_profile(module: AnsibleModule, executable: str, path: str,
              "after": text}
     if module.check_mode:
         return temp, entry
-    directory = os.path.dirname(path)
-    if directory and not os.path.isdir(directory):
-        os.makedirs(directory, mode=0o755)
-    staged = os.path.join(directory or ".", f".{os.path.basename(path)}.ansible-new")
-    with open(staged, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.chmod(staged, 0o644)
-    module.atomic_move(staged, path)
-    dir_fd = os.open(directory or ".", os.O_RDONLY)
     try:
-        os.fsync(dir_fd)  # the rename itself survives a crash
-    finally:
-        os.close(dir_fd)
+        _install_profile(module, path, text)
+    except OSError as exc:
+        module.fail_json(msg=f"cannot write the host profile {path!r}: {_os_error(exc, path)}",
+                         profile_changed=False)
     return path, entry
 
 
@@ -331,6 +359,9 @@ def main() -> None:
         module.fail_json(msg=f"tl-provision not found or not executable: {executable!r} "
                          "(install Threadline first)", profile_changed=False)
     path, entry = params["profile_path"], None
+    if not os.path.isabs(path):
+        module.fail_json(msg=f"profile_path must be an absolute path on the host, got {path!r}",
+                         profile_changed=False)
     if params["profile"] is not None:
         path, entry = _write_profile(module, executable, path, params["profile"])
     profile_changed = entry is not None
