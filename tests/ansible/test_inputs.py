@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.ansible.conftest import _ansible_bin, parse_recap
+from tests.ansible.conftest import _ansible_bin, _private_ansible_env, parse_recap
+from tests.fixtures.guard import claim_socket_name
+from tests.fixtures.second_user import NAME, UID, SecondUser, second_user  # noqa: F401
 
 FATAL = re.compile(r"^fatal: \[(?P<host>[^\]]+)\]: FAILED! => (?P<result>\{.*\})$", re.M)
 
@@ -94,3 +99,45 @@ def test_a_typo_in_a_role_variable_or_a_missing_profile_fails_the_host_before_in
     assert "threadline_profile_path" in fatal["typo"]["msg"]
     assert "missing required arguments: threadline_profile" in fatal["missing"]["msg"]
     assert not (tmp_path / "fine" / "opt").exists()
+
+
+def test_become_user_a_non_root_claude_user_writes_its_own_profile_and_names_a_folder_it_cannot(
+        second_user: SecondUser,  # noqa: F811 - the fixture
+        installed_collection: tuple[Path, dict[str, str]]) -> None:
+    if shutil.which("sudo") is None:
+        pytest.skip("needs sudo (the become method; .ci/run installs it)")
+    collections, _ = installed_collection
+    work = second_user.root / "work"
+    (work / "etc").mkdir(parents=True)  # root's, 0755: the claude user cannot write here
+    env = {**_private_ansible_env(work, collections), "HOME": str(work), "USER": "root",
+           "LOGNAME": "root"}  # ansible's local user is root: become switches to the claude user
+    inventory = work / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"box": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
+    own, foreign = second_user.home / "host.yml", work / "etc" / "host.yml"
+    profile = valid_profile(second_user.home)
+    profile["claude"]["user"] = NAME
+    # apply then stops at LaunchCommand: no tmux server on a socket nobody else uses
+    socket = claim_socket_name(f"tl-ans-become-{uuid.uuid4().hex[:8]}")
+    profile["door"]["tmux"]["socket_name"] = socket
+    playbook = work / "play.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "all", "gather_facts": False, "become": True, "become_user": NAME,
+        "become_method": "sudo", "tasks": [{
+            "threadline.companion.provision": {
+                "executable": str(Path(sys.executable).with_name("tl-provision")),
+                "profile_path": "{{ item }}", "profile": profile},
+            "loop": [str(own), str(foreign)]}]}]))
+    done = second_user.run(_ansible_bin("ansible-playbook"), "-i", str(inventory),
+                           str(playbook), as_user=False, check=False, env=env, timeout=300)
+    results = {json.loads(m["result"])["item"]: json.loads(m["result"])
+               for m in re.finditer(r"^failed: \[box\] \(item=[^)]*\) => (?P<result>\{.*\})$",
+                                    done.stdout, re.M)}
+    assert results[str(foreign)]["msg"] == (
+        f"cannot write the host profile {str(foreign)!r}: Permission denied: "
+        f"{str(work / 'etc')!r}"), done.stdout
+    # the claude user's own folder: written (as the user), then apply ran as the user
+    assert results[str(own)]["profile_changed"] is True, done.stdout
+    assert results[str(own)]["msg"].startswith("LaunchCommand failed: "), done.stdout
+    assert own.stat().st_uid == UID and json.loads(own.read_text()) == profile
+    assert list((work / "etc").iterdir()) == []

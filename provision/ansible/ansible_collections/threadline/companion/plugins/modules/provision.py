@@ -286,8 +286,11 @@ def _install_profile(module: AnsibleModule, path: str, text: str) -> None:
     if os.path.lexists(directory) and not os.path.isdir(directory):
         raise NotADirectoryError(20, "its folder is not a directory", directory)
     os.makedirs(directory, mode=0o755, exist_ok=True)
-    handle, staged = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
-                                      suffix=".ansible-new", dir=directory)
+    try:
+        handle, staged = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
+                                          suffix=".ansible-new", dir=directory)
+    except OSError as exc:  # name the folder, not a temp name nobody will find
+        raise OSError(exc.errno, exc.strerror, directory) from exc
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
