@@ -7,6 +7,7 @@ Exit codes: 0 ok (drift: clean), 1 drift found, 2 failed task or error. Errors p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -80,6 +81,8 @@ def _run(args: argparse.Namespace, tasks: list[Task], check: bool) -> int:
     from provision.result import Context
 
     profile = load_profile(args.profile)
+    if getattr(args, "profile_source", None):  # a staged copy: name the real file
+        profile = dataclasses.replace(profile, source=args.profile_source)
     ctx = Context(profile, check=check)
     colour = use_colour()
 
@@ -201,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "apply":
             cmd.add_argument("--restart-claude", action="store_true",
                              help="restart the live claude at the end (never implicit)")
+            cmd.add_argument("--profile-source", metavar="PATH",
+                             help="the profile path the rendered config names, when HOST.yml "
+                                  "is a staged copy of it (Ansible's check mode)")
         if name == "accept":
             cmd.add_argument("--drill", action="store_true",
                              help="full rebuild on an isolated scratch target")

@@ -71,6 +71,10 @@ def test_check_diff_on_installed_hosts_shows_config_and_settings_and_changes_not
         assert f"+++ after: {world.config_path}" in done.stdout
         assert f"+++ after: {world.settings} hooks.Stop" in done.stdout
         assert f"+++ after: {world.profile_path}" in done.stdout
+        # the config a real run writes names the real profile, not check mode's staged copy
+        assert (f"+# Managed by tl-provision from {world.profile_path} (host {name})."
+                in done.stdout), done.stdout
+    assert "ansible-tmp-" not in done.stdout
     assert "+resume_argv = [" in done.stdout
     assert "tl-rebuild hook-stop" in done.stdout
     assert snapshot(fleet) == before

@@ -121,6 +121,14 @@ def test_restart_is_passed_only_when_asked_and_only_to_apply(module: ModuleType)
     assert module.tl_argv("tl", "accept", "/h.yml", drill=True)[-1] == "--drill"
 
 
+def test_check_mode_on_a_staged_profile_names_the_real_one_to_apply_only(
+        module: ModuleType) -> None:
+    assert module.tl_argv("tl", "apply", "/tmp/host-x.yml", check=True, source="/h.yml") == \
+        ["tl", "apply", "/tmp/host-x.yml", "--json", "--check", "--profile-source", "/h.yml"]
+    assert "--profile-source" not in module.tl_argv("tl", "apply", "/h.yml", source="/h.yml")
+    assert "--profile-source" not in module.tl_argv("tl", "drift", "/t.yml", source="/h.yml")
+
+
 def test_profile_text_is_the_same_for_equal_mappings(module: ModuleType) -> None:
     assert module.profile_text({"b": 1, "a": {"d": 2, "c": 3}}) == \
         module.profile_text({"a": {"c": 3, "d": 2}, "b": 1})

@@ -139,13 +139,17 @@ stderr:
 """
 
 def tl_argv(executable: str, command: str, profile: str, *, check: bool = False,
-            restart_claude: bool = False, drill: bool = False) -> list[str]:
+            restart_claude: bool = False, drill: bool = False,
+            source: str | None = None) -> list[str]:
     """The tl-provision argv: ``--check`` passed through to apply, ``--restart-claude`` only
     when asked (never implicit; under ``--check`` tl-provision only says it would restart),
-    ``--drill`` only for accept."""
+    ``--drill`` only for accept. ``source``: the real profile path when ``profile`` is the
+    check-mode copy, so the rendered config (its diff) names the file a real run writes."""
     argv = [executable, command, profile, "--json"]
     if command == "apply" and check:
         argv.append("--check")
+    if command == "apply" and source is not None and source != profile:
+        argv += ["--profile-source", source]
     if command == "apply" and restart_claude:
         argv.append("--restart-claude")
     if command == "accept" and drill:
@@ -373,7 +377,8 @@ def main() -> None:
         module.exit_json(changed=False, skipped=True, profile_changed=profile_changed,
                          msg="accept does not run in check mode")
     argv = tl_argv(executable, command, path, check=module.check_mode,
-                   restart_claude=params["restart_claude"], drill=params["drill"])
+                   restart_claude=params["restart_claude"], drill=params["drill"],
+                   source=params["profile_path"])
     rc, out, err = module.run_command(argv)
     try:
         report = json.loads(out)
