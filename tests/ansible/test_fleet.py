@@ -97,10 +97,10 @@ def test_apply_installs_every_healthy_host_and_the_broken_one_fails_alone(fleet:
     assert [line.split("]")[0] for line in fatal] == ["fatal: [broken"], fatal
     assert "LaunchCommand failed" in done.stdout
     assert not fleet.worlds["broken"].config_path.exists()
-    # role arguments, known variables, venv (installed before), stat: ok; apply: changed;
+    # role arguments, known variables, prefix, venv (installed before), stat: ok; apply: changed;
     # accept: ok (a failing line fails it); the check-mode note: skipped
     assert {h: (seen[h]["ok"], seen[h]["changed"], seen[h]["skipped"]) for h in HEALTHY} == \
-        dict.fromkeys(HEALTHY, (6, 1, 1)), done.stdout
+        dict.fromkeys(HEALTHY, (7, 1, 1)), done.stdout
 
 
 def test_second_apply_reports_changed_zero_and_a_bad_profile_fails_its_host_alone(
@@ -119,7 +119,7 @@ def test_second_apply_reports_changed_zero_and_a_bad_profile_fails_its_host_alon
     seen = recap(done)
     assert done.returncode == 2
     assert {h: (seen[h]["ok"], seen[h]["changed"], seen[h]["failed"]) for h in HEALTHY} == \
-        dict.fromkeys(HEALTHY, (6, 0, 0)), done.stdout
+        dict.fromkeys(HEALTHY, (7, 0, 0)), done.stdout
     assert seen["broken"]["failed"] == 1
     fatal = [line for line in done.stdout.splitlines() if line.startswith("fatal: [")]
     assert len(fatal) == 1 and fatal[0].startswith("fatal: [broken]"), fatal
@@ -148,3 +148,4 @@ def test_drift_playbook_fails_only_the_host_changed_by_hand_and_names_the_change
             f"{gamma.prefix}/bin/tl-rebuild hook-stop --config {gamma.config_path} -> absent"
             in fatal[0])
     assert snapshot(fleet) == before
+

@@ -79,25 +79,32 @@ def test_unusable_profile_paths_fail_with_one_line_naming_the_path_and_leave_not
     assert not (tmp_path / "mnt").exists()
 
 
-def test_a_typo_in_a_role_variable_or_a_missing_profile_fails_the_host_before_installing(
+def test_a_typo_a_missing_profile_or_a_clashing_prefix_fails_the_host_before_installing(
         tmp_path: Path, installed_collection: tuple[Path, dict[str, str]]) -> None:
     _, env = installed_collection
     fine = {"threadline_prefix": str(tmp_path / "fine" / "opt"),
             "threadline_profile_path": str(tmp_path / "fine" / "host.yml"),
             "threadline_profile": valid_profile(tmp_path / "fine")}
+    elsewhere = valid_profile(tmp_path / "fine")
+    elsewhere["install"]["prefix"] = "/srv/elsewhere"
     hosts = {"fine": fine,
              "typo": {**fine, "threadline_profile_pth": "/etc/threadline/other.yml"},
-             "missing": {k: v for k, v in fine.items() if k != "threadline_profile"}}
+             "missing": {k: v for k, v in fine.items() if k != "threadline_profile"},
+             "prefix_clash": {**fine, "threadline_profile": elsewhere}}
     role = {"ansible.builtin.include_role": {"name": "threadline.companion.companion"}}
     done, fatal = play(tmp_path, env, hosts, [role], "--check")
     seen = parse_recap(done.stdout)
     assert seen["fine"]["failed"] == 0, done.stdout
-    assert set(fatal) == {"typo", "missing"}, done.stdout
+    assert set(fatal) == {"typo", "missing", "prefix_clash"}, done.stdout
     assert fatal["typo"]["msg"].startswith(
         'threadline.companion.companion: unknown variable(s) "threadline_profile_pth" (a typo?); '
         "known: "), fatal["typo"]["msg"]
     assert "threadline_profile_path" in fatal["typo"]["msg"]
     assert "missing required arguments: threadline_profile" in fatal["missing"]["msg"]
+    assert fatal["prefix_clash"]["msg"] == (
+        'threadline_profile.install.prefix "/srv/elsewhere" differs from threadline_prefix '
+        f'"{fine["threadline_prefix"]}" (where the role installs Threadline); set '
+        "threadline_prefix instead, or drop install.prefix from threadline_profile")
     assert not (tmp_path / "fine" / "opt").exists()
 
 
