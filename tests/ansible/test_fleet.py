@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.ansible.conftest import Fleet, parse_recap
+from tests.ansible.conftest import Fleet, World, parse_recap
 
 pytestmark = [pytest.mark.real_tmux, pytest.mark.real_claude]
 
@@ -43,6 +43,16 @@ def snapshot(fleet: Fleet) -> dict[str, dict[str, object]]:
                    "config": w.config_path.exists(), "profile": w.profile_path.exists(),
                    "state": w.state_dir.exists(), "prefix": w.prefix.exists()}
             for name, w in fleet.worlds.items()}
+
+
+def file_stamps(world: World) -> dict[str, tuple[int, int]]:
+    """``{path: (mtime_ns, size)}`` of every file of a host but its venv and the claude CLI's
+    own MCP logs (each ``claude mcp list`` that Verify runs writes one)."""
+    logs = world.home / ".cache" / "claude-cli-nodejs"
+    return {str(path): (path.stat().st_mtime_ns, path.stat().st_size)
+            for path in world.root.rglob("*")
+            if path.is_file() and not path.is_relative_to(world.prefix)
+            and not path.is_relative_to(logs)}
 
 
 def test_check_mode_on_fresh_hosts_changes_nothing(fleet: Fleet) -> None:
@@ -115,11 +125,13 @@ def test_second_apply_reports_changed_zero_and_a_bad_profile_fails_its_host_alon
     bad["claude"]["home"] = "relative/home"
     profile_before = broken.profile_path.read_bytes()
     inventory = fleet.inventory("bad-profile.yml", broken={"threadline_profile": bad})
+    stamps = {name: file_stamps(fleet.worlds[name]) for name in HEALTHY}
     done = fleet.play(COMPANIONS, inventory=inventory)
     seen = recap(done)
     assert done.returncode == 2
     assert {h: (seen[h]["ok"], seen[h]["changed"], seen[h]["failed"]) for h in HEALTHY} == \
         dict.fromkeys(HEALTHY, (7, 0, 0)), done.stdout
+    assert {name: file_stamps(fleet.worlds[name]) for name in HEALTHY} == stamps  # untouched
     assert seen["broken"]["failed"] == 1
     fatal = [line for line in done.stdout.splitlines() if line.startswith("fatal: [")]
     assert len(fatal) == 1 and fatal[0].startswith("fatal: [broken]"), fatal
@@ -149,3 +161,21 @@ def test_drift_playbook_fails_only_the_host_changed_by_hand_and_names_the_change
             in fatal[0])
     assert snapshot(fleet) == before
 
+
+def test_apply_after_a_hand_edit_repairs_only_it_and_its_diff_shows_only_it(
+        fleet: Fleet) -> None:
+    gamma = fleet.worlds["gamma"]
+    assert "Stop" not in json.loads(gamma.settings.read_text())["hooks"], "gamma has not drifted"
+    stamps = file_stamps(gamma)
+    done = fleet.play(COMPANIONS, "--diff", "--limit", "gamma")
+    assert recap(done)["gamma"]["changed"] == 1 and done.returncode == 0, done.stdout
+    applied = task_output(done.stdout, "gamma", "threadline.companion.companion : Host profile")
+    assert re.findall(r"^\+\+\+ after: (.*)$", applied, re.M) == \
+        [f"{gamma.settings} hooks.Stop"], applied
+    now = file_stamps(gamma)
+    touched = {path for path in {*stamps, *now} if stamps.get(path) != now.get(path)}
+    (backup,) = (path for path in touched if path != str(gamma.settings))
+    assert touched == {str(gamma.settings), backup}, touched
+    assert backup.startswith(f"{gamma.settings}.") and backup.endswith("~")
+    assert any("tl-rebuild hook-stop" in h["command"] for g in
+               json.loads(gamma.settings.read_text())["hooks"]["Stop"] for h in g["hooks"])
