@@ -222,19 +222,31 @@ class Store:
         return [self.read(i) for i in self.ids()]
 
     def active(self) -> Operation | None:
-        """The one active operation, or None (the ``active`` file is a hint, the record rules)."""
+        """The one active operation, or None (the ``active`` file is a hint, the record rules).
+
+        A hint naming no record (a crash between the two writes) is "none active"; a hint
+        naming a record that exists but cannot be read is a StoreError: that operation may
+        be half-way through a switch, so nothing else may start as if none were active.
+        """
         try:
             operation_id = self.active_path.read_text("utf-8").strip()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise StoreError(f"cannot read {str(self.active_path)!r}: {exc.strerror}") from exc
-        if not operation_id:
-            return None
+        try:
+            path = self.record_path(operation_id)
+        except StoreError:
+            return None  # an empty or garbled hint names no record
         try:
             op = self.read(operation_id)
-        except StoreError:
-            return None
+        except StoreError as exc:
+            if not path.exists():
+                return None
+            raise StoreError(f"{exc}; it is the active operation (named by "
+                             f"{str(self.active_path)!r}): nothing else starts until that "
+                             f"record is repaired or moved out of {str(self.operations_dir)!r}"
+                             ) from exc
         return op if op.active else None
 
     def adopt_unhinted(self) -> Operation | None:

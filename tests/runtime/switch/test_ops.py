@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from runtime.config import Config
-from runtime.errors import BusyError, ConfigError, ConfirmationError, IllegalTransitionError
+from runtime.errors import (
+    BusyError,
+    ConfigError,
+    ConfirmationError,
+    IllegalTransitionError,
+    StoreError,
+)
 from runtime.switch import ops
 from runtime.switch.state import State
 from tests.fixtures.switch_world import TL_REBUILD, World, make_world
@@ -299,3 +305,28 @@ def test_a_request_bound_to_a_name_that_is_no_session_id_writes_nothing(world: W
         with pytest.raises(ConfirmationError, match="is not a session id"):
             ops.request(world.config, "x", "REBUILD", session_id=bad)
     assert ops.list_operations(world.config) == []
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"operation_id": "op-', b"not json\n", b"[1, 2]\n"])
+def test_an_unreadable_active_record_stops_new_work_and_every_command_says_where(
+    world: World, damage: bytes
+) -> None:
+    """The active record cut short, emptied or overwritten (by hand, a restored backup, a
+    disk fault): a request started a second operation beside it — whose switch may be half
+    done — and recover said "no active operation". Now each says, in one line, which file."""
+    op_id = ops.request(world.config, "one", "REBUILD", session_id="s-1")["operation_id"]
+    path = world.store.record_path(op_id)
+    path.write_bytes(damage)
+
+    with pytest.raises(StoreError, match=rf"{op_id}\.json.*active operation"):
+        ops.request(world.config, "two", "REBUILD", session_id="s-2")
+    assert world.store.ids() == [op_id] and path.read_bytes() == damage  # nothing new, kept
+    for command in ("recover", "status", "request"):
+        extra = ("--reason", "x", "--confirm", "REBUILD") if command == "request" else ()
+        done = world.cli(command, *extra)
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0], (command, done.stderr)
+    hook = world.hook(session_id="s-1")
+    assert hook.returncode == 0 and hook.stdout.strip() == "{}"
+    assert world.store.ids() == [op_id]
