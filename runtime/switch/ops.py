@@ -160,7 +160,13 @@ def status(config: Config, operation_id: str | None = None,
 def list_operations(config: Config) -> list[dict[str, Any]]:
     """A one-line summary of every operation, newest first."""
     store = _store(config)
-    return [_summary(store, op) for op in reversed(store.all())]
+    found, broken = store.scan()
+    rows = [_summary(store, op) for op in found]
+    rows += [{"operation_id": operation_id, "state": "unreadable", "created_at": None,
+              "updated_at": None, "door": None, "bound_session_id": None,
+              "new_session_id": None, "reasons": None, "failure": None, "error": why}
+             for operation_id, why in broken]
+    return sorted(rows, key=lambda row: str(row["operation_id"]), reverse=True)
 
 
 def cancel(config: Config, operation_id: str, confirmation: str) -> dict[str, Any]:
@@ -304,8 +310,11 @@ def doctor(config: Config) -> dict[str, Any]:
                 active = {"operation_id": op.operation_id, "state": op.state.value,
                           "worker": worker_state(config, store, op)}
             strays = store.strays()  # the one place a non-conforming record name is reported
-            add("store", not strays, {"operations": len(store.ids()), "active": active,
-                                      **({"not_operation_ids": strays} if strays else {})})
+            broken = [why for _, why in store.unreadable()]
+            add("store", not strays and not broken,
+                {"operations": len(store.ids()), "active": active,
+                 **({"not_operation_ids": strays} if strays else {}),
+                 **({"unreadable": broken} if broken else {})})
             add("state_dir_size", True, state_size(config, store))
         except StoreError as exc:
             add("store", False, str(exc))

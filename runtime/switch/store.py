@@ -219,7 +219,27 @@ class Store:
         return [n[:-5] for n in names if n.startswith("op-") and n.endswith(".json")]
 
     def all(self) -> list[Operation]:
-        return [self.read(i) for i in self.ids()]
+        """Every readable operation, oldest first (``unreadable`` names the others)."""
+        return self.scan()[0]
+
+    def unreadable(self) -> list[tuple[str, str]]:
+        """``(operation id, why)`` of every record that cannot be read, oldest first."""
+        return self.scan()[1]
+
+    def scan(self) -> tuple[list[Operation], list[tuple[str, str]]]:
+        """Every record, read: the operations, and ``(id, why)`` of those that cannot be.
+
+        One damaged record must not take ``list``, ``rollback``, ``gc`` and the pruning after
+        every operation down with it; it is named where the store is shown (list, doctor).
+        """
+        found: list[Operation] = []
+        broken: list[tuple[str, str]] = []
+        for operation_id in self.ids():
+            try:
+                found.append(self.read(operation_id))
+            except StoreError as exc:
+                broken.append((operation_id, str(exc)))
+        return found, broken
 
     def active(self) -> Operation | None:
         """The one active operation, or None (the ``active`` file is a hint, the record rules).

@@ -330,3 +330,24 @@ def test_an_unreadable_active_record_stops_new_work_and_every_command_says_where
     hook = world.hook(session_id="s-1")
     assert hook.returncode == 0 and hook.stdout.strip() == "{}"
     assert world.store.ids() == [op_id]
+
+
+def test_one_unreadable_old_record_leaves_list_and_gc_working_and_doctor_names_it(
+    world: World,
+) -> None:
+    """A damaged finished record made every command that reads all records fail — list,
+    rollback, gc and the pruning after each operation (so artifacts were never pruned)."""
+    old = ops.request(world.config, "one", "REBUILD", session_id="s-1")["operation_id"]
+    ops.cancel(world.config, old, "CANCEL")
+    newer = ops.request(world.config, "two", "REBUILD", session_id="s-2")["operation_id"]
+    world.store.record_path(old).write_text("")
+
+    rows = ops.list_operations(world.config)
+    assert [(r["operation_id"], r["state"]) for r in rows] == [(newer, "pending"),
+                                                               (old, "unreadable")]
+    assert str(world.store.record_path(old)) in rows[1]["error"]
+    store_check = ops.doctor(world.config)["checks"]["store"]
+    assert store_check["ok"] is False and old in " ".join(store_check["detail"]["unreadable"])
+    assert ops.gc(world.config, keep=5)["deleted"] == []
+    listed = world.cli("list")
+    assert listed.returncode == 0 and newer in listed.stdout and "unreadable" in listed.stdout
