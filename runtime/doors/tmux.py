@@ -133,6 +133,8 @@ class TmuxDoor:
             )
 
     def confirm(self) -> bool:
+        # A pane in copy-mode (a mouse wheel scrolled it) takes the keys itself: leave it first.
+        self._tmux("copy-mode", "-q", "-t", self.pane)
         result = self._tmux("send-keys", "-t", self.pane, "Enter")
         return result.ok
 

@@ -153,3 +153,21 @@ def test_a_tmux_variable_naming_another_server_never_redirects_the_default_serve
              what="the default server's pane to be respawned")
     assert other.pane_pid(bystander) == bystander_pid
     assert other.cmd("show-options", "-p", "-t", bystander).stdout == ""
+
+
+def test_enter_reaches_the_warning_even_when_the_user_scrolled_the_pane_into_copy_mode(
+    tmux_server: TmuxServer, tmp_path: Path
+) -> None:
+    """With ``mouse on`` a wheel turn puts the pane in copy-mode, which then takes every key
+    sent to it: the Enter for claude's development-channels warning never reached claude."""
+    answered = tmp_path / "answered"
+    target = tmux_server.new_session(
+        "claude", f"printf 'Press Enter to continue'; read x; touch {answered}; sleep 600",
+        cwd="/")
+    wait_for(lambda: "Press Enter" in tmux_server.capture(target), what="the prompt")
+    tmux_server.cmd("copy-mode", "-t", target)
+    assert tmux_server.display(target, "#{pane_in_mode}") == "1"
+
+    assert TmuxDoor(target, tmux_server.socket_name).confirm()
+
+    wait_for(answered.exists, what="the program to read the Enter", timeout=10)
