@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 SAVED_OPTION = "@threadline-remain-on-exit"
 UNSET = ""  # saved value meaning "the pane had no remain-on-exit of its own"
+ENTER_BUFFER = "threadline-enter"  # pasted and deleted at once: the user's buffers stay as they are
 
 
 DEFAULT_SOCKET = "default"  # tmux's own name for the server of ``tmux`` without -L/-S
@@ -133,9 +134,14 @@ class TmuxDoor:
             )
 
     def confirm(self) -> bool:
-        # A pane in copy-mode (a mouse wheel scrolled it) takes the keys itself: leave it first.
-        self._tmux("copy-mode", "-q", "-t", self.pane)
-        result = self._tmux("send-keys", "-t", self.pane, "Enter")
+        """Write Enter (``\\r``) to the pane's program through a buffer of our own.
+
+        Not ``send-keys``: a pane in copy-mode (a mouse wheel scrolled it) takes keys itself,
+        and with ``synchronize-panes`` the key also goes to every other pane of the window —
+        an Enter in the user's shells. A paste goes to this pane's program only, in any mode.
+        """
+        result = self._tmux("set-buffer", "-b", ENTER_BUFFER, "\r", ";",
+                            "paste-buffer", "-d", "-r", "-b", ENTER_BUFFER, "-t", self.pane)
         return result.ok
 
     def _pane_option(self, name: str) -> str | None:

@@ -171,3 +171,27 @@ def test_enter_reaches_the_warning_even_when_the_user_scrolled_the_pane_into_cop
     assert TmuxDoor(target, tmux_server.socket_name).confirm()
 
     wait_for(answered.exists, what="the program to read the Enter", timeout=10)
+    assert tmux_server.display(target, "#{pane_in_mode}") == "1"  # the user's scroll stays
+
+
+def test_enter_goes_to_the_agents_pane_only_when_the_window_synchronizes_its_panes(
+    tmux_server: TmuxServer, tmp_path: Path
+) -> None:
+    """With ``synchronize-panes on``, a key sent to one pane goes to every pane of the
+    window: the Enter for claude's warning was also pressed in the user's shell beside it
+    (once a second while the warning showed)."""
+    target = tmux_server.new_session(
+        "claude", f"read x; touch {tmp_path / 'agent'}; sleep 600", cwd="/")
+    tmux_server.cmd("split-window", "-t", "=claude:0",
+                    f"read x; touch {tmp_path / 'users-shell'}; sleep 600")
+    tmux_server.cmd("set-option", "-w", "-t", "=claude:0", "synchronize-panes", "on")
+    tmux_server.cmd("set-buffer", "-b", "mine", "the user's clipboard")
+    buffers = tmux_server.cmd("list-buffers").stdout
+
+    assert TmuxDoor(target, tmux_server.socket_name).confirm()
+
+    wait_for((tmp_path / "agent").exists, what="the agent to read the Enter", timeout=10)
+    tmux_server.cmd("send-keys", "-t", "=claude:0.1", "-l", "x")  # goes to both panes
+    wait_for(lambda: "x" in tmux_server.capture("=claude:0.1"), what="the marker key")
+    assert not (tmp_path / "users-shell").exists()
+    assert tmux_server.cmd("list-buffers").stdout == buffers
