@@ -22,6 +22,7 @@ from runtime.errors import (
     ConfirmationError,
     IllegalTransitionError,
     StoreError,
+    TranscriptError,
 )
 from runtime.switch.housekeeping import beyond, prune_artifacts, read_manifest, state_size
 from runtime.switch.recover import expire_if_stale, reconcile_if_lost, request_age, worker_state
@@ -213,6 +214,11 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> di
                 f"operation {later[-1].operation_id!r} activated after {operation_id!r}; "
                 "roll that one back first"
             )
+        from runtime.switch.rollback import old_session_gone
+
+        gone = old_session_gone(config, str(op.fact("old_session_id") or ""))
+        if gone:
+            raise TranscriptError(f"rollback of {operation_id!r} refused: {gone}")
         turns = turns_since_switch(op, config.rebuild)
         op = store.transition(operation_id, State.ROLLBACK_PENDING, phase="rollback_pending",
                               expect_revision=op.revision, evidence={"turns_lost": turns},

@@ -351,3 +351,19 @@ def test_one_unreadable_old_record_leaves_list_and_gc_working_and_doctor_names_i
     assert ops.gc(world.config, keep=5)["deleted"] == []
     listed = world.cli("list")
     assert listed.returncode == 0 and newer in listed.stdout and "unreadable" in listed.stdout
+
+
+def test_an_old_codex_thread_is_resumable_while_a_rollout_of_it_exists(tmp_path: Path) -> None:
+    from runtime.config import config_from_mapping
+    from runtime.switch.rollback import old_session_gone
+
+    sessions = tmp_path / "codex" / "sessions"
+    config = config_from_mapping({"agent": "codex", "codex_home": str(tmp_path / "codex"),
+                                  "project_dir": str(sessions), "workdir": str(tmp_path),
+                                  "state_dir": str(tmp_path / "state")}, tmp_path / "c.toml")
+    thread = "019a0b1c-2d3e-7f40-8a51-62c7d8e9f0a1"
+    assert "is gone" in old_session_gone(config, thread)
+    day = sessions / "2026" / "12" / "07"
+    day.mkdir(parents=True)
+    (day / f"rollout-2026-12-07T03-00-00-{thread}.jsonl").write_text("{}\n")
+    assert old_session_gone(config, thread) == ""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.errors import TranscriptError
 from runtime.procfs import cmdline
 from runtime.switch import ops
 from tests.fixtures.standin_claude import append_events, exchange, last_uuid
@@ -375,3 +376,31 @@ def test_a_claude_that_stays_busy_fails_the_operation_without_switching(
     assert world.hook().returncode == 0
     world.failure(op_id, "transcript_unstable", "claude stayed busy")
     assert tmux_server.pane_pid(world.target) == pid
+
+
+def test_a_rollback_to_an_old_session_whose_transcript_is_gone_leaves_the_new_one_running(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    """Claude Code deletes transcripts older than ``cleanupPeriodDays`` (30 by default), and
+    users clean ``projects/`` by hand: a rollback then stopped the healthy new claude and
+    resumed a session claude no longer has ("No conversation found"), leaving nothing
+    running. The request is refused at once, and a transcript gone after the request is
+    refused by the worker before the pane is touched; the operation stays activated."""
+    world = tmux_world(tmp_path, tmux_server)
+    op_id = switch(world, tmux_server)
+    new_id = world.store.read(op_id).fact("new_session_id")
+    running = tmux_server.pane_pid(world.target)
+    world.transcript.unlink()
+
+    with pytest.raises(TranscriptError, match="transcript .* is gone"):
+        ops.rollback_request(world.config, op_id, "ROLLBACK")
+    assert world.store.read(op_id).state.value == "activated"
+
+    world.transcript.write_text("")  # there at the request, gone by the Stop
+    ops.rollback_request(world.config, op_id, "ROLLBACK")
+    world.transcript.unlink()
+    world.hook(session_id=new_id)
+    assert world.wait_state(op_id, ["activated", "failed", "rolled_back"]) == "activated"
+    assert "rollback_refused" in world.events(op_id)
+    assert tmux_server.pane_pid(world.target) == running
+    assert new_id in " ".join(cmdline(running) or ())
