@@ -216,7 +216,8 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> di
             )
         from runtime.switch.rollback import old_session_gone
 
-        gone = old_session_gone(config, str(op.fact("old_session_id") or ""))
+        gone = old_session_gone(config, str(op.fact("old_session_id") or ""),
+                                str(op.fact("backup") or ""))
         if gone:
             raise TranscriptError(f"rollback of {operation_id!r} refused: {gone}")
         turns = turns_since_switch(op, config.rebuild)

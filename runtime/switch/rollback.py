@@ -23,7 +23,7 @@ from runtime.switch.state import State
 from runtime.switch.store import now_iso
 
 
-def old_session_gone(config: Config, session_id: str) -> str:
+def old_session_gone(config: Config, session_id: str, backup: str = "") -> str:
     """Why the old session ``session_id`` can no longer be resumed ('' when it can): its
     transcript is gone — deleted by hand, or by Claude Code's own clean-up of sessions older
     than ``cleanupPeriodDays`` (30 by default) — so a resume would end with "No conversation
@@ -42,8 +42,10 @@ def old_session_gone(config: Config, session_id: str) -> str:
         if path.is_file():
             return ""
         where = f"transcript {str(path)!r}"
-    return (f"the old session's {where} is gone, so resuming it would stop the running new "
-            f"session for nothing; the new session keeps running")
+    kept = (f" (the switch froze a copy of it: {backup!r}; copy that back to resume it)"
+            if backup and os.path.isfile(backup) else "")
+    return (f"the old session's {where} is gone{kept}, so resuming it would stop the running "
+            f"new session for nothing; the new session keeps running")
 
 
 class Rollback(Job):
@@ -78,7 +80,7 @@ class Rollback(Job):
             self._finish_failed(abort.code, abort.message)
             return
         old_id = str(self.op.fact("old_session_id"))
-        gone = old_session_gone(self.config, old_id)
+        gone = old_session_gone(self.config, old_id, str(self.op.fact("backup") or ""))
         if gone:  # checked again here: the transcript may have gone since the request
             self.move(State.ACTIVATED, "rollback_refused", {"reason": gone},
                       facts={"rollback_refused": gone, "rollback_refused_at": now_iso()})

@@ -392,15 +392,19 @@ def test_a_rollback_to_an_old_session_whose_transcript_is_gone_leaves_the_new_on
     running = tmux_server.pane_pid(world.target)
     world.transcript.unlink()
 
-    with pytest.raises(TranscriptError, match="transcript .* is gone"):
+    backup = str(world.store.read(op_id).fact("backup"))
+    with pytest.raises(TranscriptError, match="transcript .* is gone") as refused:
         ops.rollback_request(world.config, op_id, "ROLLBACK")
+    assert backup in str(refused.value)  # where the frozen copy is, to put it back by hand
     assert world.store.read(op_id).state.value == "activated"
 
     world.transcript.write_text("")  # there at the request, gone by the Stop
     ops.rollback_request(world.config, op_id, "ROLLBACK")
     world.transcript.unlink()
     world.hook(session_id=new_id)
-    assert world.wait_state(op_id, ["activated", "failed", "rolled_back"]) == "activated"
+    wait_for(lambda: "rollback_refused" in world.events(op_id) or world.store.read(
+        op_id).state.value in ("failed", "rolled_back"), what="the rollback's end")
+    assert world.store.read(op_id).state.value == "activated", world.events(op_id)
     assert "rollback_refused" in world.events(op_id)
     assert tmux_server.pane_pid(world.target) == running
     assert new_id in " ".join(cmdline(running) or ())
