@@ -408,3 +408,19 @@ def test_a_rollback_to_an_old_session_whose_transcript_is_gone_leaves_the_new_on
     assert "rollback_refused" in world.events(op_id)
     assert tmux_server.pane_pid(world.target) == running
     assert new_id in " ".join(cmdline(running) or ())
+
+
+def test_the_warning_wrapped_by_claude_in_a_narrow_pane_is_still_answered(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    """In a pane under ~48 columns (a side-by-side split) claude wraps its own warning line
+    ``I am using this for local`` / ``development`` (measured, 2.1.328, 40 columns): the
+    worker never recognised the warning, never pressed Enter, and the switch rolled back into
+    a claude that waited at the same warning — deaf."""
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server, extra_env={"STANDIN_DEV_WARNING": "1"}, width=40)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    health = [e for e in world.store.events(op_id) if e["phase"] == "health"][0]
+    assert health["warnings_confirmed"] >= 1
