@@ -39,6 +39,7 @@ from provision.tasks.manifest import (
     unit_topology,
 )
 from runtime.doors.kind import DoorKind
+from runtime.doors.tmux import exact_target
 
 DIFF_LINES = 20  # an edited managed file's diff is cut here without -v ("… N more lines")
 
@@ -148,7 +149,7 @@ def _pane_dead(host: Host, profile: Profile) -> Finding | None:
         return None
     try:
         shown = host.run([*tmux_base(host, profile), "display-message",
-                          "-p", "-t", target,
+                          "-p", "-t", exact_target(target),
                           "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"])
     except HostError:
         return None

@@ -6,6 +6,7 @@ tests can see exactly what touches the machine, and errors name the command or p
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -245,12 +246,25 @@ def _make_dirs(directory: Path, mode: int, *, chmod: bool) -> None:
 
 
 def append_line(path: str | os.PathLike[str], line: bytes, mode: int = 0o600) -> None:
-    """Append one line to ``path`` (created with ``mode``) and fsync it."""
+    """Append one line to ``path`` (created with ``mode``) and fsync it.
+
+    Every byte is written or it is an error: a full disk takes only part of a write and
+    says nothing. A file whose last line was torn that way (or by a crash) gets a newline
+    first, so the torn line does not swallow this one too.
+    """
     data = line if line.endswith(b"\n") else line + b"\n"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode)
         try:
-            os.write(fd, data)
+            end = os.fstat(fd).st_size
+            if end and os.pread(fd, 1, end - 1) != b"\n":
+                data = b"\n" + data
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                if written <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                view = view[written:]
             os.fsync(fd)
         finally:
             os.close(fd)

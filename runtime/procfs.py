@@ -39,10 +39,13 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
         return None
 
 
-def start_time(pid: int) -> int | None:
-    """The kernel start time (clock ticks since boot) of a live ``pid``; None if gone/zombie."""
+def start_time(pid: int, *, exited: bool = False) -> int | None:
+    """The kernel start time (clock ticks since boot) of a live ``pid``; None if gone/zombie.
+
+    ``exited``: also of a zombie — a child the caller started and has not reaped yet, whose
+    number cannot have been reused, so its start time still names it."""
     stat = _stat(pid)
-    if stat is None or stat[0] in ("Z", "X"):
+    if stat is None or stat[0] == "X" or (stat[0] == "Z" and not exited):
         return None
     return stat[2]
 

@@ -94,12 +94,11 @@ class Scratch:
     def start_old(self, host: Host, timeout: float = 30.0) -> int | None:
         """Run the resume argv of the copied session in the scratch pane; its pid or None."""
         from runtime.agents.claude import format_argv
-        from runtime.doors.tmux import respawn_command
+        from runtime.doors.tmux import pane_command
 
         argv = format_argv(self.config().switch.resume_argv, self.session)
-        command = respawn_command(argv, self.work)
         started = self.tmux(host, "new-session", "-d", "-s", TARGET.split(":")[0], "-x", "200",
-                            "-y", "50", "-c", self.work, command)
+                            "-y", "50", *pane_command(argv, self.work))
         if not started.ok:
             raise AcceptError(f"scratch tmux did not start: {started.stderr.strip()}")
         self.tmux(host, "set-option", "-p", "-t", TARGET, "remain-on-exit", "on")

@@ -58,16 +58,22 @@ class UnitTopology:
 
 def tmux_wiring(host: Host, profile: Profile) -> TmuxWiring | None:
     """The pane's respawn wiring now; None when not a tmux door or tmux cannot be asked."""
-    target = profile.door.tmux_target
-    if profile.door.kind is not DoorKind.TMUX or not target:
+    if profile.door.kind is not DoorKind.TMUX or not profile.door.tmux_target:
         return None
     from provision.introspect import tmux_base
+    from runtime.doors.tmux import exact_target
+
+    target = exact_target(profile.door.tmux_target)  # never a session that merely starts alike
 
     base = tmux_base(host, profile)
     scopes = (("global", ["-gw"]), ("window", ["-w", "-t", target]), ("pane", ["-p", "-t", target]))
     try:
-        remain = host.run([*base, "display-message", "-p", "-t", target, "#{remain-on-exit}"])
-        if not remain.ok:
+        # display-message answers for a missing target too (tmux 3.3a: rc 0, the global
+        # value): the pane id tells whether the pane exists
+        remain = host.run([*base, "display-message", "-p", "-t", target,
+                           "#{pane_id}|#{remain-on-exit}"])
+        pane_id, _, value = remain.stdout.strip().partition("|")
+        if not remain.ok or not pane_id:
             return None
         hooks: list[str] = []
         for scope, args in scopes:
@@ -77,7 +83,7 @@ def tmux_wiring(host: Host, profile: Profile) -> TmuxWiring | None:
                          if line.startswith(RESPAWN_HOOKS) and " " in line.strip())
     except HostError:
         return None
-    return TmuxWiring(remain.stdout.strip(), tuple(hooks))
+    return TmuxWiring(value, tuple(hooks))
 
 
 def unit_topology(launch: Launch) -> UnitTopology | None:

@@ -335,6 +335,9 @@ def _list(args: argparse.Namespace) -> int:
     for row in rows:
         cells = (str(row[c] or "") for c in cols)
         print("  ".join(v.ljust(w) for v, w in zip(cells, widths, strict=True)))
+    for row in rows:
+        if row.get("error"):
+            print(row["error"])
     return 0
 
 
@@ -394,7 +397,9 @@ def _detail(name: str, detail: Any) -> str:
         text = f"{detail.get('operations')} operations, active: " + (
             f"{active['operation_id']} ({active['state']})" if active else "none")
         strays = detail.get("not_operation_ids")
-        return text + (f"; not operation ids: {', '.join(map(str, strays))}" if strays else "")
+        broken = detail.get("unreadable")
+        return (text + (f"; not operation ids: {', '.join(map(str, strays))}" if strays else "")
+                + (f"; unreadable: {'; '.join(map(str, broken))}" if broken else ""))
     if name == "resume_argv_channels" and isinstance(detail, dict):
         required = " ".join(detail.get("required") or []) or "none"
         missing = " ".join(detail.get("missing") or []) or "none"

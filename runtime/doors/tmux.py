@@ -1,5 +1,12 @@
 """The tmux door: ``respawn-pane -k`` on an exact target, identity ``#{pane_pid}``.
 
+Exact means exactly the configured server and pane, whatever the caller's surroundings: the
+default server is named (``-L default``), so a ``TMUX`` variable of the shell or pane the
+command runs in cannot redirect it to another server; a ``SESSION:…`` target matches that
+session name only (``=SESSION:…``), never the prefix of another session once it is gone.
+The new process is started by tmux itself (``respawn-pane -c WORKDIR ARGV…``, exec'd without
+a shell), so the user's ``default-shell`` — fish, nushell, … — never parses the argv.
+
 A switch borrows one pane option: ``remain-on-exit on``, so that a new process that exits at
 once ("No conversation found") leaves a pane the rollback can respawn into. The pane's own
 value (or its absence: the window's or global value then applies) is saved first in the pane
@@ -11,7 +18,6 @@ pane when ``remain-on-exit`` is unset later, so the rollback's pane survives the
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,19 +32,37 @@ if TYPE_CHECKING:
 
 SAVED_OPTION = "@threadline-remain-on-exit"
 UNSET = ""  # saved value meaning "the pane had no remain-on-exit of its own"
+ENTER_BUFFER = "threadline-enter"  # pasted and deleted at once: the user's buffers stay as they are
+
+
+DEFAULT_SOCKET = "default"  # tmux's own name for the server of ``tmux`` without -L/-S
 
 
 def tmux_argv(socket_name: str = "", socket_path: str = "") -> list[str]:
     """``tmux`` addressing one server: ``-S PATH`` when a socket path is given (another user's
-    server), else ``-L NAME`` when a socket name is, else the default server."""
+    server), else ``-L NAME`` when a socket name is, else ``-L default`` — never the server a
+    ``TMUX`` variable in the environment names (a plain ``tmux`` inside any pane goes there)."""
     if socket_path:
         return ["tmux", "-S", socket_path]
-    return ["tmux", "-L", socket_name] if socket_name else ["tmux"]
+    return ["tmux", "-L", socket_name or DEFAULT_SOCKET]
 
 
-def respawn_command(resume_argv: Sequence[str], workdir: Path | str) -> str:
-    """The shell command tmux runs in the pane: ``cd WORKDIR && exec ARGV``, quoted."""
-    return f"cd {shlex.quote(str(workdir))} && exec {shlex.join(resume_argv)}"
+def exact_target(target: str) -> str:
+    """``target`` as tmux matches it exactly: ``SESSION:WINDOW.PANE`` becomes
+    ``=SESSION:WINDOW.PANE`` (without ``=``, tmux takes a session whose name merely starts
+    with SESSION when SESSION itself is gone); ids (``%3``, ``$1``, ``@2``) stay as given."""
+    session, colon, _ = target.partition(":")
+    if not colon or not session or session[0] in "=%$@":
+        return target
+    return "=" + target
+
+
+def pane_command(argv: Sequence[str], workdir: Path | str) -> list[str]:
+    """The ``respawn-pane``/``new-session`` arguments that start ``argv`` in ``workdir``:
+    ``-c WORKDIR -- ARGV…``. tmux execs two or more words itself; one word would go through
+    the user's ``default-shell``, so a lone program name gets ``env`` in front."""
+    words = list(argv) if len(argv) > 1 else ["env", *argv]
+    return ["-c", str(workdir), "--", *words]
 
 
 @dataclass(frozen=True)
@@ -62,10 +86,15 @@ class TmuxDoor:
     def _tmux(self, *args: str) -> proc.Result:
         return proc.run([*tmux_argv(self.socket_name, self.socket_path), *args], timeout=10)
 
+    @property
+    def pane(self) -> str:
+        """The target as passed to ``-t``: matched exactly (``exact_target``)."""
+        return exact_target(self.target)
+
     def identity(self) -> str:
         try:
             result = self._tmux(
-                "display-message", "-p", "-t", self.target, "#{pane_dead} #{pane_pid}"
+                "display-message", "-p", "-t", self.pane, "#{pane_dead} #{pane_pid}"
             )
         except ProcError as exc:
             raise IdentityConflictError(
@@ -86,30 +115,40 @@ class TmuxDoor:
 
     def screen(self) -> str:
         try:
-            result = self._tmux("capture-pane", "-p", "-J", "-t", self.target)  # visible only
+            result = self._tmux("capture-pane", "-p", "-J", "-t", self.pane)  # visible only
         except ProcError:
             return ""
         return result.stdout if result.ok else ""
 
     def switch(self, session_id: str, resume_argv: Sequence[str], workdir: Path) -> None:
         del session_id  # the argv already names it
-        command = respawn_command(resume_argv, workdir)
+        if not Path(workdir).is_dir():  # tmux would start it in the server's cwd instead
+            raise DoorError(f"workdir {str(workdir)!r} is not a directory; tmux pane "
+                            f"{self.target!r} left as it is")
         self._borrow_remain_on_exit()
-        result = self._tmux("respawn-pane", "-k", "-t", self.target, command)
+        result = self._tmux("respawn-pane", "-k", "-t", self.pane,
+                            *pane_command(resume_argv, workdir))
         if not result.ok:
             raise DoorError(
                 f"tmux respawn-pane -k -t {self.target!r} failed: {result.stderr.strip()}"
             )
 
     def confirm(self) -> bool:
-        result = self._tmux("send-keys", "-t", self.target, "Enter")
+        """Write Enter (``\\r``) to the pane's program through a buffer of our own.
+
+        Not ``send-keys``: a pane in copy-mode (a mouse wheel scrolled it) takes keys itself,
+        and with ``synchronize-panes`` the key also goes to every other pane of the window —
+        an Enter in the user's shells. A paste goes to this pane's program only, in any mode.
+        """
+        result = self._tmux("set-buffer", "-b", ENTER_BUFFER, "\r", ";",
+                            "paste-buffer", "-d", "-r", "-b", ENTER_BUFFER, "-t", self.pane)
         return result.ok
 
     def _pane_option(self, name: str) -> str | None:
         """The pane's own value of ``name`` ("" when a built-in option is unset on the pane);
         None for an unset user option or when tmux cannot be asked."""
         try:
-            result = self._tmux("show-options", "-p", "-v", "-t", self.target, name)
+            result = self._tmux("show-options", "-p", "-v", "-t", self.pane, name)
         except ProcError:
             return None
         return result.stdout.rstrip("\n") if result.ok else None
@@ -120,8 +159,8 @@ class TmuxDoor:
             own = self._pane_option("remain-on-exit")
             if own is None:
                 raise DoorError(f"cannot read remain-on-exit of tmux pane {self.target!r}")
-            self._tmux("set-option", "-p", "-t", self.target, SAVED_OPTION, own or UNSET)
-        self._tmux("set-option", "-p", "-t", self.target, "remain-on-exit", "on")
+            self._tmux("set-option", "-p", "-t", self.pane, SAVED_OPTION, own or UNSET)
+        self._tmux("set-option", "-p", "-t", self.pane, "remain-on-exit", "on")
 
     def settle(self) -> None:
         """Give the pane back the ``remain-on-exit`` it had before the switch (no-op if none)."""
@@ -129,10 +168,10 @@ class TmuxDoor:
         if saved is None:
             return
         if saved == UNSET:
-            restore = self._tmux("set-option", "-p", "-u", "-t", self.target, "remain-on-exit")
+            restore = self._tmux("set-option", "-p", "-u", "-t", self.pane, "remain-on-exit")
         else:
-            restore = self._tmux("set-option", "-p", "-t", self.target, "remain-on-exit", saved)
+            restore = self._tmux("set-option", "-p", "-t", self.pane, "remain-on-exit", saved)
         if not restore.ok:
             raise DoorError(f"cannot restore remain-on-exit {saved or 'unset'!r} on tmux pane "
                             f"{self.target!r}: {restore.stderr.strip()}")
-        self._tmux("set-option", "-p", "-u", "-t", self.target, SAVED_OPTION)
+        self._tmux("set-option", "-p", "-u", "-t", self.pane, SAVED_OPTION)

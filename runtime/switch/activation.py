@@ -89,7 +89,8 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
             # claude exits right after saying it: gone, even if the pid still runs a moment
             return _verdict(False, f"the screen shows {health.NOT_FOUND!r}",
                             {"pid": pid, "gone": True}, started, confirmed)
-        if accept and health.DEV_WARNING in screen and now - last_press > 1.0 and door.confirm():
+        if (accept and health.shows_dev_warning(screen) and now - last_press > 1.0
+                and door.confirm()):
             confirmed, last_press = confirmed + 1, now
         argv = ident.cmdline(pid) or ()
         if want.session_id in argv and (watch is None or (watch.pid, watched) != (pid, argv)):
@@ -97,7 +98,7 @@ def activate(door: Door, want: health.Expectation, config_dir: Path | None, stab
             # environ and cwd now name the registrations this claude reads
             watch, watched = health.ServerWatch(pid, want.channel_servers, want.session_id), argv
         look = look_at(pid, current, argv, want, watch, config_dir)
-        if health.DEV_WARNING in screen:
+        if health.shows_dev_warning(screen):
             look.pending.append("claude waits at the development-channels warning")
         _mark(marks, now - started, look, want.session_id, argv, screen)
         look.evidence["seen_after_s"] = marks
@@ -173,7 +174,7 @@ def _mark(marks: dict[str, float], at: float, look: Look, session_id: str,
     """When each piece of evidence was first seen (seconds after the switch), for the
     timeline: where the time to ``activated`` goes."""
     seen = {"exec": session_id in argv,
-            "warning_shown": health.DEV_WARNING in screen,
+            "warning_shown": health.shows_dev_warning(screen),
             "session_record": look.evidence.get("session_record") == session_id,
             "channel_servers": "channel_servers" in look.evidence and not any(
                 f["status"] == "absent" for f in look.evidence["channel_servers"].values()),

@@ -32,6 +32,14 @@ NOT_FOUND = "No conversation found"
 # Claude Code shows this on every start with a development channel (claude.asks_dev_warning); the
 # preselected choice accepts. The old process had the flag, so the user already chose it.
 DEV_WARNING = "I am using this for local development"
+
+
+def shows_dev_warning(screen: str) -> bool:
+    """True when ``screen`` shows claude's development-channels warning. Claude wraps its own
+    lines to the pane (measured, 2.1.328: in 40 columns ``I am using this for local`` /
+    ``development`` on two lines, indented — not a terminal wrap ``capture-pane -J`` joins),
+    so the option is looked for with every run of white space read as one space."""
+    return DEV_WARNING in " ".join(screen.split())
 POLL = 0.1
 SERVER_POLL = 0.5
 
@@ -93,7 +101,7 @@ def check(door: Door, want: Expectation) -> HealthReport:
             return HealthReport(False, f"the screen shows {NOT_FOUND!r}",
                                 {"pid": pid, "gone": True})
         now = time.monotonic()
-        if accept and DEV_WARNING in screen and now - last_press > 1.0 and door.confirm():
+        if accept and shows_dev_warning(screen) and now - last_press > 1.0 and door.confirm():
             confirmed, last_press = confirmed + 1, now
         if watch is None or watch.pid != pid:
             watch = ServerWatch(pid, want.channel_servers, want.session_id)
@@ -103,7 +111,7 @@ def check(door: Door, want: Expectation) -> HealthReport:
         time.sleep(POLL)
     report = _judge_process(pid, current, want, watch)
     report.evidence["warnings_confirmed"] = confirmed
-    if DEV_WARNING in door.screen():
+    if shows_dev_warning(door.screen()):
         return HealthReport(False, "claude still waits at the development-channels warning",
                             report.evidence)
     return report

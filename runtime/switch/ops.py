@@ -22,6 +22,7 @@ from runtime.errors import (
     ConfirmationError,
     IllegalTransitionError,
     StoreError,
+    TranscriptError,
 )
 from runtime.switch.housekeeping import beyond, prune_artifacts, read_manifest, state_size
 from runtime.switch.recover import expire_if_stale, reconcile_if_lost, request_age, worker_state
@@ -160,7 +161,13 @@ def status(config: Config, operation_id: str | None = None,
 def list_operations(config: Config) -> list[dict[str, Any]]:
     """A one-line summary of every operation, newest first."""
     store = _store(config)
-    return [_summary(store, op) for op in reversed(store.all())]
+    found, broken = store.scan()
+    rows = [_summary(store, op) for op in found]
+    rows += [{"operation_id": operation_id, "state": "unreadable", "created_at": None,
+              "updated_at": None, "door": None, "bound_session_id": None,
+              "new_session_id": None, "reasons": None, "failure": None, "error": why}
+             for operation_id, why in broken]
+    return sorted(rows, key=lambda row: str(row["operation_id"]), reverse=True)
 
 
 def cancel(config: Config, operation_id: str, confirmation: str) -> dict[str, Any]:
@@ -207,6 +214,12 @@ def rollback_request(config: Config, operation_id: str, confirmation: str) -> di
                 f"operation {later[-1].operation_id!r} activated after {operation_id!r}; "
                 "roll that one back first"
             )
+        from runtime.switch.rollback import old_session_gone
+
+        gone = old_session_gone(config, str(op.fact("old_session_id") or ""),
+                                str(op.fact("backup") or ""))
+        if gone:
+            raise TranscriptError(f"rollback of {operation_id!r} refused: {gone}")
         turns = turns_since_switch(op, config.rebuild)
         op = store.transition(operation_id, State.ROLLBACK_PENDING, phase="rollback_pending",
                               expect_revision=op.revision, evidence={"turns_lost": turns},
@@ -304,8 +317,11 @@ def doctor(config: Config) -> dict[str, Any]:
                 active = {"operation_id": op.operation_id, "state": op.state.value,
                           "worker": worker_state(config, store, op)}
             strays = store.strays()  # the one place a non-conforming record name is reported
-            add("store", not strays, {"operations": len(store.ids()), "active": active,
-                                      **({"not_operation_ids": strays} if strays else {})})
+            broken = [why for _, why in store.unreadable()]
+            add("store", not strays and not broken,
+                {"operations": len(store.ids()), "active": active,
+                 **({"not_operation_ids": strays} if strays else {}),
+                 **({"unreadable": broken} if broken else {})})
             add("state_dir_size", True, state_size(config, store))
         except StoreError as exc:
             add("store", False, str(exc))

@@ -1,4 +1,5 @@
-"""The rollback job (SPEC §4.5): rollback_scheduled → rolled_back | failed, CAS on identity.
+"""The rollback job (SPEC §4.5): rollback_scheduled → rolled_back | failed, CAS on identity;
+back to activated (``rollback_refused``) when the old session's transcript is gone.
 
 The old session is resumed with the old process's recorded argv (``facts.old_argv``, session
 choice replaced by ``--resume OLD``), so it keeps every channel flag it had; the configured
@@ -13,11 +14,38 @@ from collections.abc import Sequence
 from typing import Any
 
 from runtime.agents import claude
+from runtime.agents.kind import AgentKind
+from runtime.config import Config
 from runtime.errors import IdentityConflictError
 from runtime.switch import restart
 from runtime.switch.job import Abort, Job, fault, log, worker_info
 from runtime.switch.state import State
 from runtime.switch.store import now_iso
+
+
+def old_session_gone(config: Config, session_id: str, backup: str = "") -> str:
+    """Why the old session ``session_id`` can no longer be resumed ('' when it can): its
+    transcript is gone — deleted by hand, or by Claude Code's own clean-up of sessions older
+    than ``cleanupPeriodDays`` (30 by default) — so a resume would end with "No conversation
+    found" after the running new session had been stopped."""
+    project = config.project_dir
+    if project is None or not session_id:
+        return ""
+    if config.agent is AgentKind.CODEX:
+        from runtime.paths import codex_rollout
+
+        if codex_rollout(project, session_id) is not None:
+            return ""
+        where = f"rollout of thread {session_id} under {str(project)!r}"
+    else:
+        path = project / f"{session_id}.jsonl"
+        if path.is_file():
+            return ""
+        where = f"transcript {str(path)!r}"
+    kept = (f" (the switch froze a copy of it: {backup!r}; copy that back to resume it)"
+            if backup and os.path.isfile(backup) else "")
+    return (f"the old session's {where} is gone{kept}, so resuming it would stop the running "
+            f"new session for nothing; the new session keeps running")
 
 
 class Rollback(Job):
@@ -52,6 +80,11 @@ class Rollback(Job):
             self._finish_failed(abort.code, abort.message)
             return
         old_id = str(self.op.fact("old_session_id"))
+        gone = old_session_gone(self.config, old_id, str(self.op.fact("backup") or ""))
+        if gone:  # checked again here: the transcript may have gone since the request
+            self.move(State.ACTIVATED, "rollback_refused", {"reason": gone},
+                      facts={"rollback_refused": gone, "rollback_refused_at": now_iso()})
+            return
         old_argv = self.op.fact("old_argv", [])
         argv, argv_source = self.old_resume_argv(old_id, old_argv)
         try:  # the running (new) session was started with the carried environment

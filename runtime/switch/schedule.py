@@ -283,11 +283,14 @@ def _start_worker(config: Config, store: Store, op: Operation) -> None:
     except ThreadlineError as exc:
         _fail(store, op, "worker_spawn_failed", str(exc))
         return
+    # Read now, while the child is ours and unreaped: a worker that dies before it records
+    # itself must not make a later process with its pid look like it (recover: "gone").
+    started = ident.start_time(pid, exited=True)
     store.event(op.operation_id, "worker_spawned", state=op.state.value, pid=pid,
                 escaped_unit=unit, argv=argv)
     try:
         store.update(op.operation_id, expect_state=op.state,
-                     worker={"pid": pid, "start_time": None, "spawned_by": "hook"})
+                     worker={"pid": pid, "start_time": started, "spawned_by": "hook"})
     except StoreError:
         pass  # the worker already recorded itself (or finished): its record wins
     if plan.prefix[:1] == ("sudo",):

@@ -219,22 +219,54 @@ class Store:
         return [n[:-5] for n in names if n.startswith("op-") and n.endswith(".json")]
 
     def all(self) -> list[Operation]:
-        return [self.read(i) for i in self.ids()]
+        """Every readable operation, oldest first (``unreadable`` names the others)."""
+        return self.scan()[0]
+
+    def unreadable(self) -> list[tuple[str, str]]:
+        """``(operation id, why)`` of every record that cannot be read, oldest first."""
+        return self.scan()[1]
+
+    def scan(self) -> tuple[list[Operation], list[tuple[str, str]]]:
+        """Every record, read: the operations, and ``(id, why)`` of those that cannot be.
+
+        One damaged record must not take ``list``, ``rollback``, ``gc`` and the pruning after
+        every operation down with it; it is named where the store is shown (list, doctor).
+        """
+        found: list[Operation] = []
+        broken: list[tuple[str, str]] = []
+        for operation_id in self.ids():
+            try:
+                found.append(self.read(operation_id))
+            except StoreError as exc:
+                broken.append((operation_id, str(exc)))
+        return found, broken
 
     def active(self) -> Operation | None:
-        """The one active operation, or None (the ``active`` file is a hint, the record rules)."""
+        """The one active operation, or None (the ``active`` file is a hint, the record rules).
+
+        A hint naming no record (a crash between the two writes) is "none active"; a hint
+        naming a record that exists but cannot be read is a StoreError: that operation may
+        be half-way through a switch, so nothing else may start as if none were active.
+        """
         try:
             operation_id = self.active_path.read_text("utf-8").strip()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise StoreError(f"cannot read {str(self.active_path)!r}: {exc.strerror}") from exc
-        if not operation_id:
-            return None
+        try:
+            path = self.record_path(operation_id)
+        except StoreError:
+            return None  # an empty or garbled hint names no record
         try:
             op = self.read(operation_id)
-        except StoreError:
-            return None
+        except StoreError as exc:
+            if not path.exists():
+                return None
+            raise StoreError(f"{exc}; it is the active operation (named by "
+                             f"{str(self.active_path)!r}): nothing else starts until that "
+                             f"record is repaired or moved out of {str(self.operations_dir)!r}"
+                             ) from exc
         return op if op.active else None
 
     def adopt_unhinted(self) -> Operation | None:

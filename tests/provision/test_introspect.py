@@ -191,9 +191,10 @@ done
 
 def test_lossless_pane_start_command_list_is_preferred_when_tmux_has_it() -> None:
     host = FakeHost()
-    host.add_command(["tmux", "list-panes", "-a", "-F", PANE_FORMAT],
+    host.add_command(["tmux", "-L", "default", "list-panes", "-a", "-F", PANE_FORMAT],
                      "main:0.0\x1f%3\x1f52\x1f0\x1f/srv/app\x1fclaude --continue lossy words\n")
-    host.add_command(["tmux", "display-message", "-p", "-t", "%3", "#{pane_start_command_list}"],
+    host.add_command(["tmux", "-L", "default", "display-message", "-p", "-t", "%3",
+                      "#{pane_start_command_list}"],
                      "'/usr/local/bin/claude' '--continue' '--append-system-prompt' 'two words'\n")
     host.files["/proc/52/cmdline"] = (b"/usr/local/bin/claude\0--continue\0"
                                       b"--append-system-prompt\0two words\0")

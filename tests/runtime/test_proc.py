@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -240,3 +241,39 @@ def test_the_log_file_handler_rotates_a_full_log_and_raises_when_it_cannot_write
     assert path.read_text().endswith("] after the rotation\n")
     with pytest.raises(ProcError, match="cannot append to"):
         logs.logger("hook-stop", logs.AppendToLog(tmp_path / "absent" / "w.log")).error("x")
+
+
+FULL_DISK = """
+import resource, signal, sys
+from runtime import proc
+from runtime.errors import ProcError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit write() is cut short, then EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
+try:
+    proc.append_line(sys.argv[1], b'{"phase": "scheduled", "evidence": "' + b"x" * 200 + b'"}')
+except ProcError as exc:
+    print(exc)
+"""
+
+
+def test_a_line_the_disk_takes_only_part_of_is_an_error_and_the_next_line_survives(
+    tmp_path: Path,
+) -> None:
+    """A full disk (here: RLIMIT_FSIZE, which cuts a write short exactly like one) took part
+    of a timeline line without a word; the next line was then glued onto the torn one and
+    lost as well when the timeline was read."""
+    from runtime.switch.store import Store
+
+    store = Store(tmp_path / "state").ensure()
+    events = store.events_path("op-x")
+    store.event("op-x", "created", state="pending")
+    room = events.stat().st_size + 40
+    done = subprocess.run([sys.executable, "-c", FULL_DISK, str(events), str(room)],
+                          capture_output=True, text=True, timeout=30,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert f"cannot append to {str(events)!r}" in done.stdout, done.stdout + done.stderr
+    assert events.stat().st_size == room  # the torn line is there
+
+    store.event("op-x", "cancelled", state="cancelled")  # the disk has room again
+
+    assert [e["phase"] for e in store.events("op-x")] == ["created", "cancelled"]

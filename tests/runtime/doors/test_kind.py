@@ -150,6 +150,6 @@ def test_a_systemd_door_reads_and_answers_claude_through_its_terminal() -> None:
 
 
 def test_tmux_argv_addresses_a_socket_path_before_a_socket_name() -> None:
-    assert tmux_argv() == ["tmux"]
+    assert tmux_argv() == ["tmux", "-L", "default"]  # never the server $TMUX names
     assert tmux_argv("tl") == ["tmux", "-L", "tl"]
     assert tmux_argv("tl", "/tmp/tmux-1000/tl") == ["tmux", "-S", "/tmp/tmux-1000/tl"]

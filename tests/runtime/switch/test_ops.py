@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from runtime.config import Config
-from runtime.errors import BusyError, ConfigError, ConfirmationError, IllegalTransitionError
+from runtime.errors import (
+    BusyError,
+    ConfigError,
+    ConfirmationError,
+    IllegalTransitionError,
+    StoreError,
+)
 from runtime.switch import ops
 from runtime.switch.state import State
 from tests.fixtures.switch_world import TL_REBUILD, World, make_world
@@ -299,3 +305,65 @@ def test_a_request_bound_to_a_name_that_is_no_session_id_writes_nothing(world: W
         with pytest.raises(ConfirmationError, match="is not a session id"):
             ops.request(world.config, "x", "REBUILD", session_id=bad)
     assert ops.list_operations(world.config) == []
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"operation_id": "op-', b"not json\n", b"[1, 2]\n"])
+def test_an_unreadable_active_record_stops_new_work_and_every_command_says_where(
+    world: World, damage: bytes
+) -> None:
+    """The active record cut short, emptied or overwritten (by hand, a restored backup, a
+    disk fault): a request started a second operation beside it — whose switch may be half
+    done — and recover said "no active operation". Now each says, in one line, which file."""
+    op_id = ops.request(world.config, "one", "REBUILD", session_id="s-1")["operation_id"]
+    path = world.store.record_path(op_id)
+    path.write_bytes(damage)
+
+    with pytest.raises(StoreError, match=rf"{op_id}\.json.*active operation"):
+        ops.request(world.config, "two", "REBUILD", session_id="s-2")
+    assert world.store.ids() == [op_id] and path.read_bytes() == damage  # nothing new, kept
+    for command in ("recover", "status", "request"):
+        extra = ("--reason", "x", "--confirm", "REBUILD") if command == "request" else ()
+        done = world.cli(command, *extra)
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0], (command, done.stderr)
+    hook = world.hook(session_id="s-1")
+    assert hook.returncode == 0 and hook.stdout.strip() == "{}"
+    assert world.store.ids() == [op_id]
+
+
+def test_one_unreadable_old_record_leaves_list_and_gc_working_and_doctor_names_it(
+    world: World,
+) -> None:
+    """A damaged finished record made every command that reads all records fail — list,
+    rollback, gc and the pruning after each operation (so artifacts were never pruned)."""
+    old = ops.request(world.config, "one", "REBUILD", session_id="s-1")["operation_id"]
+    ops.cancel(world.config, old, "CANCEL")
+    newer = ops.request(world.config, "two", "REBUILD", session_id="s-2")["operation_id"]
+    world.store.record_path(old).write_text("")
+
+    rows = ops.list_operations(world.config)
+    assert [(r["operation_id"], r["state"]) for r in rows] == [(newer, "pending"),
+                                                               (old, "unreadable")]
+    assert str(world.store.record_path(old)) in rows[1]["error"]
+    store_check = ops.doctor(world.config)["checks"]["store"]
+    assert store_check["ok"] is False and old in " ".join(store_check["detail"]["unreadable"])
+    assert ops.gc(world.config, keep=5)["deleted"] == []
+    listed = world.cli("list")
+    assert listed.returncode == 0 and newer in listed.stdout and "unreadable" in listed.stdout
+
+
+def test_an_old_codex_thread_is_resumable_while_a_rollout_of_it_exists(tmp_path: Path) -> None:
+    from runtime.config import config_from_mapping
+    from runtime.switch.rollback import old_session_gone
+
+    sessions = tmp_path / "codex" / "sessions"
+    config = config_from_mapping({"agent": "codex", "codex_home": str(tmp_path / "codex"),
+                                  "project_dir": str(sessions), "workdir": str(tmp_path),
+                                  "state_dir": str(tmp_path / "state")}, tmp_path / "c.toml")
+    thread = "019a0b1c-2d3e-7f40-8a51-62c7d8e9f0a1"
+    assert "is gone" in old_session_gone(config, thread)
+    day = sessions / "2026" / "12" / "07"
+    day.mkdir(parents=True)
+    (day / f"rollout-2026-12-07T03-00-00-{thread}.jsonl").write_text("{}\n")
+    assert old_session_gone(config, thread) == ""

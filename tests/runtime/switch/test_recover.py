@@ -207,3 +207,32 @@ def test_a_worker_killed_after_the_switch_still_gets_the_users_remain_on_exit_ba
     result = ops.recover(world.config)
     assert result["recovered"] == op_id and result["state"] == "activated"
     assert tmux_server.cmd("show-options", "-p", "-t", world.target).stdout == before
+
+
+def test_a_worker_that_died_before_recording_itself_is_gone_even_once_its_pid_is_reused(
+    tmp_path: Path, tmux_server: TmuxServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook records the start time of the worker it spawned: when that worker dies before
+    its own first record (here: its Python cannot start) and the kernel hands the pid to
+    another process, recover must not take that process for the worker forever."""
+    import os
+
+    from runtime.switch.schedule import on_stop
+
+    world = tmux_world(tmp_path, tmux_server)
+    op_id = ops.request(world.config, "r", "REBUILD", session_id=world.old_session)[
+        "operation_id"]
+    monkeypatch.setenv("PYTHONHOME", str(tmp_path / "no-python-here"))  # the worker only
+    on_stop(world.config, {"session_id": world.old_session,
+                           "transcript_path": str(world.transcript),
+                           "hook_event_name": "Stop", "stop_hook_active": False})
+    worker = dict(world.store.read(op_id).worker or {})
+    assert worker["spawned_by"] == "hook" and worker["start_time"] is not None
+    wait_for(lambda: not identity.alive(worker["pid"]), what="the worker to exit")
+    assert world.store.read(op_id).state.value == "scheduled"  # it never recorded itself
+
+    reused = {**worker, "pid": os.getpid()}  # the pid now names another, live process
+    world.store.update(op_id, worker=reused)
+    result = ops.recover(world.config)
+    assert result["recovered"] == op_id and result["state"] == "failed"
+    assert result["failure"]["code"] == "worker_lost"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.errors import TranscriptError
 from runtime.procfs import cmdline
 from runtime.switch import ops
 from tests.fixtures.standin_claude import append_events, exchange, last_uuid
@@ -375,3 +376,51 @@ def test_a_claude_that_stays_busy_fails_the_operation_without_switching(
     assert world.hook().returncode == 0
     world.failure(op_id, "transcript_unstable", "claude stayed busy")
     assert tmux_server.pane_pid(world.target) == pid
+
+
+def test_a_rollback_to_an_old_session_whose_transcript_is_gone_leaves_the_new_one_running(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    """Claude Code deletes transcripts older than ``cleanupPeriodDays`` (30 by default), and
+    users clean ``projects/`` by hand: a rollback then stopped the healthy new claude and
+    resumed a session claude no longer has ("No conversation found"), leaving nothing
+    running. The request is refused at once, and a transcript gone after the request is
+    refused by the worker before the pane is touched; the operation stays activated."""
+    world = tmux_world(tmp_path, tmux_server)
+    op_id = switch(world, tmux_server)
+    new_id = world.store.read(op_id).fact("new_session_id")
+    running = tmux_server.pane_pid(world.target)
+    world.transcript.unlink()
+
+    backup = str(world.store.read(op_id).fact("backup"))
+    with pytest.raises(TranscriptError, match="transcript .* is gone") as refused:
+        ops.rollback_request(world.config, op_id, "ROLLBACK")
+    assert backup in str(refused.value)  # where the frozen copy is, to put it back by hand
+    assert world.store.read(op_id).state.value == "activated"
+
+    world.transcript.write_text("")  # there at the request, gone by the Stop
+    ops.rollback_request(world.config, op_id, "ROLLBACK")
+    world.transcript.unlink()
+    world.hook(session_id=new_id)
+    wait_for(lambda: "rollback_refused" in world.events(op_id) or world.store.read(
+        op_id).state.value in ("failed", "rolled_back"), what="the rollback's end")
+    assert world.store.read(op_id).state.value == "activated", world.events(op_id)
+    assert "rollback_refused" in world.events(op_id)
+    assert tmux_server.pane_pid(world.target) == running
+    assert new_id in " ".join(cmdline(running) or ())
+
+
+def test_the_warning_wrapped_by_claude_in_a_narrow_pane_is_still_answered(
+    tmp_path: Path, tmux_server: TmuxServer
+) -> None:
+    """In a pane under ~48 columns (a side-by-side split) claude wraps its own warning line
+    ``I am using this for local`` / ``development`` (measured, 2.1.328, 40 columns): the
+    worker never recognised the warning, never pressed Enter, and the switch rolled back into
+    a claude that waited at the same warning — deaf."""
+    world = tmux_world(tmp_path, tmux_server)
+    world.start_pane(tmux_server, extra_env={"STANDIN_DEV_WARNING": "1"}, width=40)
+    op_id = request(world)
+    world.send("stop")
+    assert world.wait_state(op_id) == "activated", world.store.read(op_id).failure
+    health = [e for e in world.store.events(op_id) if e["phase"] == "health"][0]
+    assert health["warnings_confirmed"] >= 1
