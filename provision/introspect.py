@@ -18,7 +18,7 @@ from provision.errors import HostError, IntrospectError
 from provision.host import Host
 from provision.parsers import facts as F
 from provision.profile import Profile
-from runtime.agents import claude, codex, decode_cmdline
+from runtime.agents import SHELLS, claude, codex, decode_cmdline
 from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
 from runtime.doors.tmux import tmux_argv
@@ -541,8 +541,10 @@ def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
         return (live.argv[0], *configured.argv[1:])
     if profile.claude.binary and os.path.basename(profile.claude.binary) == program:
         return (profile.claude.binary, *configured.argv[1:])
-    path = dict(configured.env).get("PATH", "")
-    for directory in path.split(":"):
+    # the launch's own PATH, then the live process's (what the user's shell or the unit had):
+    # tl-provision's PATH (root's, sudo's secure_path) may find another claude, or none
+    searched = [dict(configured.env).get("PATH", ""), _live_path(host, live)]
+    for directory in ":".join(searched).split(":"):
         candidate = f"{directory.rstrip('/')}/{program}"
         if directory.startswith("/") and (st := host.stat(candidate)) and st.executable:
             return (candidate, *configured.argv[1:])
@@ -553,4 +555,28 @@ def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
     if found is None:
         raise IntrospectError(f"cannot resolve {program!r} to an absolute path; set "
                               f"claude.binary in the profile")
+    exe = _live_exe(host, live)
+    if exe is not None and host.realpath(found) != exe:
+        raise IntrospectError(
+            f"{program!r} on tl-provision's PATH is {found!r} ({host.realpath(found)}), but the "
+            f"live {os.path.basename(program)} (pid {live.pid if live else '?'}) runs {exe}; "
+            f"set claude.binary to the path the user runs")
     return (found, *configured.argv[1:])
+
+
+def _live_path(host: Host, live: LiveProcess | None) -> str:
+    """The live process's PATH ("" when there is none or its environ is unreadable)."""
+    from runtime.procfs import parse_environ
+
+    data = host.read_bytes(f"/proc/{live.pid}/environ") if live is not None else None
+    return parse_environ(data).get("PATH", "") if data else ""
+
+
+def _live_exe(host: Host, live: LiveProcess | None) -> str | None:
+    """The program the live process runs (symlinks resolved); None when unknown or when it is
+    an interpreter running a script (the script is the program then)."""
+    exe = host.readlink(f"/proc/{live.pid}/exe") if live is not None else None
+    if exe is None or exe.endswith(" (deleted)"):
+        return None
+    real = host.realpath(exe)
+    return None if os.path.basename(real) in F.INTERPRETERS | SHELLS else real

@@ -199,3 +199,40 @@ def test_lossless_pane_start_command_list_is_preferred_when_tmux_has_it() -> Non
                                       b"--append-system-prompt\0two words\0")
     launch = introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
     assert launch.argv == (CLAUDE, "--continue", "--append-system-prompt", "two words")
+
+
+NATIVE = "/home/claude/.local/bin/claude"  # the native installer's link …
+NATIVE_VERSION = "/home/claude/.local/share/claude/versions/2.1.328"  # … to the binary it runs
+
+
+def _native_pane_host(user_path: str) -> FakeHost:
+    """A pane started as ``claude --continue`` by name: the user's PATH finds the native
+    install, tl-provision's own PATH (root's, sudo's secure_path) an older npm install. A
+    native binary's /proc/PID/cmdline keeps argv[0] as the shell passed it: ``claude``."""
+    host = FakeHost(path=("/usr/local/sbin", "/usr/local/bin", "/usr/bin"))
+    host.add_command(["tmux", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "main:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1fclaude --continue\n")
+    host.files["/proc/52/cmdline"] = b"claude\0--continue\0"
+    host.files["/proc/52/environ"] = f"HOME=/home/claude\0PATH={user_path}\0".encode()
+    host.links["/proc/52/cwd"] = "/srv/app"
+    host.links["/proc/52/exe"] = NATIVE_VERSION
+    host.links[NATIVE] = NATIVE_VERSION
+    for program in (NATIVE, NATIVE_VERSION, "/usr/bin/claude"):
+        host.files[program] = b"\x7fELF"
+        host.executables.add(program)
+    return host
+
+
+def test_claude_by_name_resolves_on_the_live_claude_s_path_not_on_tl_provision_s() -> None:
+    """root's PATH found /usr/bin/claude (another install) while the pane ran the user's
+    native claude: the resume would have started another program, reported as agreeing."""
+    host = _native_pane_host("/home/claude/.local/bin:/usr/local/bin:/usr/bin:/bin")
+    launch = introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
+    assert launch.argv == (NATIVE, "--continue")  # the link, which survives an auto-update
+
+
+def test_a_claude_on_tl_provision_s_path_that_the_live_claude_does_not_run_is_refused() -> None:
+    host = _native_pane_host("")  # the live PATH unreadable or without claude's folder
+    with pytest.raises(IntrospectError, match=r"/usr/bin/claude.*live claude \(pid 52\) runs "
+                       + NATIVE_VERSION + r".*set claude\.binary"):
+        introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
