@@ -188,7 +188,9 @@ def _tmux(host: Host, profile: Profile) -> Launch:
         source = f"systemd unit {profile.door.tmux_unit} → tmux new-session command"
         evidence.append(f"unit {profile.door.tmux_unit} ExecStart={shlex.join(commands[0].argv)}")
     else:
-        configured = _pane_command(host, profile, pane)
+        configured = _pane_command(host, profile, pane) if pane.start_command else None
+        if configured is None or _shell_program(configured.argv):
+            raise _shell_pane(host, profile, pane, configured)
         source = f"tmux pane {pane.target} start command"
     session_env = _tmux_session_env(host, profile, pane.target.rpartition(":")[0], evidence)
     configured = F.ShellCommand(configured.argv, tuple({**session_env,
@@ -214,6 +216,44 @@ def _pane_command(host: Host, profile: Profile, pane: F.Pane) -> F.ShellCommand:
         return F.parse_shell_command(words[0]) if len(words) == 1 else F.ShellCommand(
             tuple(words))
     return F.parse_pane_start_command(pane.start_command)
+
+
+def _shell_program(argv: tuple[str, ...]) -> bool:
+    """``bash``, ``-zsh``, ``bash -l``, ``bash -lc 'claude …'``: a shell, not the agent."""
+    return bool(argv) and os.path.basename(argv[0]).lstrip("-") in SHELLS
+
+
+def _shell_pane(host: Host, profile: Profile, pane: F.Pane,
+                configured: F.ShellCommand | None) -> IntrospectError:
+    """The refusal for a pane whose own command is a shell (empty: tmux's default-shell),
+    naming the live agent and the pane command that would make it switchable. The door
+    respawns the pane's own process and takes the old process's argv, environment and session
+    record from it: a shell in between would be replaced, and what it exported (PATH, keys)
+    lost."""
+    shell = shlex.join(configured.argv) if configured else "the default-shell"
+    live = find_claude(host, pane.pid, profile.claude.binary, profile.agent)
+    agent = profile.agent.value
+    if live is None:
+        return IntrospectError(
+            f"tmux pane {pane.target} runs a shell ({shell}) and no {agent} runs in it; start "
+            f"the pane with {agent}'s own command, e.g. tmux respawn-pane -k -t {pane.target} "
+            f"'{agent} --continue …'")
+    try:
+        argv = _absolute(host, profile, F.ShellCommand(live.argv), live)
+    except IntrospectError:
+        argv = live.argv
+    from runtime.procfs import parse_environ
+
+    env = parse_environ(host.read_bytes(f"/proc/{live.pid}/environ") or b"")
+    keep = [f"{CONFIG_DIR_VAR}={env[CONFIG_DIR_VAR]}"] if CONFIG_DIR_VAR in env else []
+    command = shlex.join(["env", *keep, *argv] if keep else argv)
+    where = f" -c {shlex.quote(live.cwd)}" if live.cwd else ""
+    return IntrospectError(
+        f"tmux pane {pane.target} runs a shell ({shell}) with {agent} (pid {live.pid}) started "
+        f"from it; a switch respawns the pane's own command, so the pane must run {agent} "
+        f"itself — at a quiet moment (this restarts {agent}; put what your shell exports for "
+        f"it, e.g. API keys, into the tmux session: set-environment): tmux respawn-pane -k -t "
+        f"{pane.target}{where} {shlex.quote('exec ' + command)}")
 
 
 def _tmux_session_env(host: Host, profile: Profile, session: str,
