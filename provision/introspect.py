@@ -318,6 +318,27 @@ def _exec_commands(files: tuple[F.UnitFile, ...], unit: str) -> list[F.ExecComma
     return commands
 
 
+def _unit_workdir(files: tuple[F.UnitFile, ...], unit: str, profile: Profile) -> str:
+    """The unit's last ``WorkingDirectory=`` as a path: ``~`` is the home of ``User=`` (root
+    without one), which must be the profile's user; a ``%`` specifier is refused (its value
+    is the manager's, e.g. ``%h`` is /root for the system manager, whatever ``User=`` says)."""
+    value = F.effective_values(files, "WorkingDirectory")[-1].lstrip("-")
+    if profile.claude.workdir:
+        return profile.claude.workdir
+    if value == "~":
+        users = F.effective_values(files, "User")
+        user = users[-1] if users else "root"
+        if user != profile.claude.user:
+            raise IntrospectError(f"WorkingDirectory=~ of unit {unit!r} is the home of User="
+                                  f"{user}, not of claude.user {profile.claude.user!r}; set "
+                                  f"claude.workdir in the profile")
+        return profile.claude.home
+    if re.search(r"%[^%]", value.replace("%%", "")):
+        raise IntrospectError(f"WorkingDirectory={value} of unit {unit!r} uses a systemd "
+                              f"specifier; pin the path in the unit or set claude.workdir")
+    return value.replace("%%", "%")
+
+
 def _systemd(host: Host, profile: Profile) -> Launch:
     unit = profile.door.systemd_unit or ""
     files, show = _unit(host, unit)
@@ -370,7 +391,7 @@ def _systemd(host: Host, profile: Profile) -> Launch:
     env.update(wrapped)
     workdirs = F.effective_values(files, "WorkingDirectory")
     configured = F.ShellCommand(argv, tuple(sorted(env.items())),
-                                workdirs[-1].lstrip("-") if workdirs else None)
+                                _unit_workdir(files, unit, profile) if workdirs else None)
     live = find_claude(host, show.main_pid, profile.claude.binary) if show.main_pid else None
     evidence = [f"# {f.path}" for f in files] + [
         f"ExecStart{'(tl-launch)' if via else ''}={shlex.join(command.argv)}",

@@ -236,3 +236,28 @@ def test_a_claude_on_tl_provision_s_path_that_the_live_claude_does_not_run_is_re
     with pytest.raises(IntrospectError, match=r"/usr/bin/claude.*live claude \(pid 52\) runs "
                        + NATIVE_VERSION + r".*set claude\.binary"):
         introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
+
+
+def _unit_in(workdir: str, user: str = "claude") -> str:
+    return (f"# /etc/systemd/system/claude.service\n[Service]\nUser={user}\n"
+            f"WorkingDirectory={workdir}\nExecStart={' '.join(LIVE)}\n")
+
+
+@pytest.mark.parametrize("workdir", ["~", "-~"])
+def test_working_directory_tilde_is_the_home_of_the_unit_s_user(workdir: str) -> None:
+    """systemd.exec(5): "~" is User='s home. Taken literally, the workdir was "~" and the
+    project dir encoded from it named no session store (the wrong-project-dir incident)."""
+    launch = introspect(_systemd_host(_unit_in(workdir)), _profile(SYSTEMD))
+    assert launch.workdir == "/home/claude"
+
+
+def test_working_directory_tilde_of_another_user_or_a_specifier_is_refused() -> None:
+    with pytest.raises(IntrospectError, match=r"WorkingDirectory=~ of unit 'claude.service' is "
+                                              r"the home of User=bot, not of claude.user"):
+        introspect(_systemd_host(_unit_in("~", user="bot")), _profile(SYSTEMD))
+    with pytest.raises(IntrospectError, match=r"WorkingDirectory=%h of unit 'claude.service' "
+                                              r"uses a systemd specifier"):
+        introspect(_systemd_host(_unit_in("%h")), _profile(SYSTEMD))
+    profile = _profile(SYSTEMD, claude={"user": "claude", "home": "/home/claude",
+                                        "workdir": "/srv/app"})
+    assert introspect(_systemd_host(_unit_in("%h")), profile).workdir == "/srv/app"
