@@ -506,8 +506,8 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
                     f"configured and live claude argv differ ({source}): configured "
                     f"{shlex.join(argv)!r} vs live {shlex.join(live.argv)!r}; set "
                     f"'prefer: configured' or 'prefer: live' in the profile")
-            if profile.prefer == "live":
-                chosen = live.argv if live.argv[0].startswith("/") else (argv[0], *live.argv[1:])
+            if profile.prefer == "live":  # the live program itself, not the pane's wrapper
+                chosen = _absolute(host, profile, F.ShellCommand(live.argv), live)
             evidence.append(f"configured ≠ live; profile prefers {profile.prefer}")
     evidence.append(identify_claude(host, profile, chosen[0], live))
     if profile.claude.workdir:

@@ -261,3 +261,30 @@ def test_working_directory_tilde_of_another_user_or_a_specifier_is_refused() -> 
     profile = _profile(SYSTEMD, claude={"user": "claude", "home": "/home/claude",
                                         "workdir": "/srv/app"})
     assert introspect(_systemd_host(_unit_in("%h")), profile).workdir == "/srv/app"
+
+
+def test_prefer_live_behind_an_exec_wrapper_takes_the_live_program_not_the_wrapper() -> None:
+    """``~/bin/start-companion`` (``export PATH=…; exec claude --continue``) as the pane
+    command: preferring live built the wrapper's path with claude's arguments, then said "set
+    claude.binary if it is a wrapper" — a wrapper that drops a resume's arguments."""
+    host = _native_pane_host("/home/claude/.local/bin:/usr/bin:/bin")
+    host.add_command(["tmux", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "main:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1f/home/claude/bin/start-companion\n")
+    host.files["/home/claude/bin/start-companion"] = b"#!/bin/sh\nexec claude --continue\n"
+    host.executables.add("/home/claude/bin/start-companion")
+    profile = _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}, prefer="live")
+    launch = introspect(host, profile)
+    assert launch.argv == (NATIVE, "--continue")
+
+
+def test_the_launch_line_says_live_differs_when_the_profile_chose_the_configured_argv() -> None:
+    from provision.result import Context
+    from provision.tasks.launcher import LaunchCommand
+
+    host = _systemd_host(FRAGMENT + DROP_IN, live=(CLAUDE, "--print", "hello"))
+    host.add_command([CLAUDE, "--version"], "2.1.328 (Claude Code)\n")
+    ctx = Context(_profile(SYSTEMD, prefer="configured"), check=True)
+    task = LaunchCommand()
+    message = task.ok_message(task.facts(host, ctx), ctx)
+    assert "(differs from live pid 52; profile prefers configured)" in message
+    assert "agrees" not in message
