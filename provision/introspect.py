@@ -219,8 +219,13 @@ def _pane_command(host: Host, profile: Profile, pane: F.Pane) -> F.ShellCommand:
 
 
 def _shell_program(argv: tuple[str, ...]) -> bool:
-    """``bash``, ``-zsh``, ``bash -l``, ``bash -lc 'claude …'``: a shell, not the agent."""
-    return bool(argv) and os.path.basename(argv[0]).lstrip("-") in SHELLS
+    """``bash``, ``-zsh``, ``bash -l``, ``bash -lc 'claude …'``: a shell (interactive, or
+    running a command line), not the agent; ``bash ~/start.sh`` runs a script, a wrapper."""
+    if not argv or os.path.basename(argv[0]).lstrip("-") not in SHELLS:
+        return False
+    options = [a for a in argv[1:] if a.startswith("-")]
+    command = any(o[1:2] != "-" and "c" in o[1:] for o in options)
+    return command or len(options) == len(argv) - 1
 
 
 def _shell_pane(host: Host, profile: Profile, pane: F.Pane,

@@ -162,3 +162,20 @@ def test_a_shell_pane_without_claude_says_so(deployment: Deployment) -> None:
     with pytest.raises(IntrospectError, match=r"main:0.0 runs a shell \(sh\) and no claude runs "
                                               r"in it; start the pane with claude's own command"):
         introspect(LocalHost(), load_profile(deployment.profile_path))
+
+
+def test_a_shell_running_a_wrapper_script_is_a_wrapper_not_a_shell_pane(
+    deployment: Deployment,
+) -> None:
+    """``sh ~/start-claude`` runs a script (which execs claude): the pane's process is claude's,
+    so it is the wrapper case (configured ≠ live, the profile decides), not a refused shell."""
+    d = deployment
+    wrapper = d.bin_dir / "start-claude"
+    wrapper.write_text(f"exec {d.claude} --continue --channels plugin:x@y\n")
+    d.tmux.new_session("main", ["sh", str(wrapper)], cwd=str(d.workdir))
+    wait_for(lambda: str(d.claude).encode() in open(
+        f"/proc/{d.tmux.pane_pid('main:0.0')}/cmdline", "rb").read(), what="claude exec'd")
+    with pytest.raises(IntrospectError, match="configured and live claude argv differ"):
+        introspect(LocalHost(), load_profile(d.profile_path))
+    launch = introspect(LocalHost(), _profile(d, prefer="live"))
+    assert launch.argv == (str(d.claude), "--continue", "--channels", "plugin:x@y")
