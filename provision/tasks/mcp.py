@@ -181,8 +181,9 @@ def claude_program(host: Host, ctx: Context) -> str:
 
     if ctx.profile.claude.binary:
         return ctx.profile.claude.binary
-    if ctx.launch is not None and ctx.launch.argv:
-        return ctx.launch.argv[0]
+    argv = getattr(ctx.launch, "argv", None)  # accept's stand-in launch holds a workdir only
+    if argv:
+        return str(argv[0])
     try:
         recorded = json.loads(host.read_bytes(ctx.profile.install.manifest_path) or b"{}")
         binary = recorded["claude"]["binary"]

@@ -488,3 +488,26 @@ def test_the_claude_the_launch_runs_registers_the_server_when_none_is_on_our_pat
             json.dumps({"claude": {"binary": binary, "version": "2.1.328"}}))
     facts = McpServer().facts(LocalHost(), context)
     assert facts.prefix[-1] == binary and not facts.get.found
+
+
+def test_accept_s_workdir_only_launch_runs_the_claude_the_manifest_recorded():
+    """accept hands McpServer a stand-in launch with a workdir only (provision/accept/wiring.py):
+    the claude to run then comes from the manifest, not from an ``argv`` it does not have."""
+    from types import SimpleNamespace
+
+    from tests.fakes import FakeHost
+
+    native = "/home/claude/.local/bin/claude"
+    profile = profile_from_mapping({
+        "host": "h", "claude": {"user": "claude", "home": "/home/claude"},
+        "door": {"kind": "tmux", "tmux": {"target": "main:0.0"}},
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"}})
+    host = FakeHost(path=("/usr/bin",), executables={"/usr/bin/tl-rebuild"}, files={
+        "/var/lib/tl/provision.json": json.dumps({"claude": {"binary": native}}).encode()})
+    host.add_command(["id", "-un"], "root\n")
+    host.add_command([*claude_prefix(profile, native, "root"), "mcp", "get", "threadline"],
+                     "", rc=1, stderr=GET_MISSING)
+    ctx = Context(profile, check=True)
+    ctx.launch = SimpleNamespace(workdir="/srv/app")  # type: ignore[assignment]
+    facts = McpServer().facts(host, ctx)
+    assert facts.prefix[-1] == native and not facts.get.found
