@@ -288,3 +288,16 @@ def test_the_launch_line_says_live_differs_when_the_profile_chose_the_configured
     message = task.ok_message(task.facts(host, ctx), ctx)
     assert "(differs from live pid 52; profile prefers configured)" in message
     assert "agrees" not in message
+
+
+def test_a_codex_shell_pane_names_codex_s_own_command() -> None:
+    host = FakeHost(users={"codex": (0, 0), "root": (0, 0)})
+    host.add_command(["tmux", "-L", "cx", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "codex:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1f\n")  # tmux's default-shell
+    profile = profile_from_mapping({
+        "host": "h", "agent": "codex", "codex": {"user": "codex", "home": "/home/codex/.codex"},
+        "door": {"kind": "tmux", "tmux": {"target": "codex:0.0", "socket_name": "cx"}},
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"}})
+    with pytest.raises(IntrospectError, match=r"runs a shell \(the default-shell\) and no codex "
+                                              r"runs in it; .* 'codex --no-daemon …'"):
+        introspect(host, profile)
