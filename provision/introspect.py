@@ -250,7 +250,8 @@ def _shell_pane(host: Host, profile: Profile, pane: F.Pane,
     from runtime.procfs import parse_environ
 
     env = parse_environ(host.read_bytes(f"/proc/{live.pid}/environ") or b"")
-    keep = [f"{CONFIG_DIR_VAR}={env[CONFIG_DIR_VAR]}"] if CONFIG_DIR_VAR in env else []
+    # the agent's own directory variable (CLAUDE_CONFIG_DIR, CODEX_HOME): a path, no secret
+    keep = [f"{n}={env[n]}" for n in profile.agent.cli.environment_names((), True) if n in env]
     command = shlex.join(["env", *keep, *argv] if keep else argv)
     where = f" -c {shlex.quote(live.cwd)}" if live.cwd else ""
     return IntrospectError(

@@ -301,3 +301,25 @@ def test_a_codex_shell_pane_names_codex_s_own_command() -> None:
     with pytest.raises(IntrospectError, match=r"runs a shell \(the default-shell\) and no codex "
                                               r"runs in it; .* 'codex --no-daemon …'"):
         introspect(host, profile)
+
+
+def test_a_codex_typed_in_a_shell_pane_gets_the_command_with_its_codex_home() -> None:
+    codex = "/opt/codex/node_modules/.bin/codex"
+    host = FakeHost(users={"codex": (0, 0), "root": (0, 0)})
+    host.add_command(["tmux", "-L", "cx", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "codex:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1fbash\n")
+    host.files["/proc/52/cmdline"] = b"bash\0"
+    host.files["/proc/52/task/52/children"] = b"60 "
+    host.files["/proc/60/cmdline"] = b"node\0" + codex.encode() + b"\0--no-daemon\0"
+    host.files["/proc/60/environ"] = b"CODEX_HOME=/home/codex/.codex\0TOKEN=secret\0"
+    host.links["/proc/60/cwd"] = "/srv/app"
+    profile = profile_from_mapping({
+        "host": "h", "agent": "codex", "codex": {"user": "codex", "home": "/home/codex/.codex"},
+        "door": {"kind": "tmux", "tmux": {"target": "codex:0.0", "socket_name": "cx"}},
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"}})
+    with pytest.raises(IntrospectError) as caught:
+        introspect(host, profile)
+    message = str(caught.value)
+    assert ("tmux respawn-pane -k -t codex:0.0 -c /srv/app 'exec env "
+            f"CODEX_HOME=/home/codex/.codex {codex} --no-daemon'") in message
+    assert "secret" not in message
