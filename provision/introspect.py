@@ -577,6 +577,12 @@ def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
             f"claude runs with CLAUDE_CONFIG_DIR={in_use or '(unset: ~/.claude)'} but the "
             f"profile says claude.config_dir: {wanted or '(unset)'}; set claude.config_dir "
             f"to the directory claude really uses")
+    home = (current or {}).get("HOME")
+    if in_use is None and home and os.path.normpath(home) != os.path.normpath(profile.claude.home):
+        raise IntrospectError(
+            f"claude (pid {live.pid if live else '?'}) runs with HOME={home}, so it reads "
+            f"{home.rstrip('/')}/.claude/settings.json, but the profile says claude.home: "
+            f"{profile.claude.home}; set claude.user and claude.home to the user claude runs as")
     return tuple(sorted(live_env.items()))
 
 
