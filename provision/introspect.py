@@ -578,7 +578,8 @@ def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
             f"profile says claude.config_dir: {wanted or '(unset)'}; set claude.config_dir "
             f"to the directory claude really uses")
     home = (current or {}).get("HOME")
-    if in_use is None and home and os.path.normpath(home) != os.path.normpath(profile.claude.home):
+    if in_use is None and home and host.realpath(os.path.normpath(home)) != \
+            host.realpath(os.path.normpath(profile.claude.home)):  # /home → /data/home is one
         raise IntrospectError(
             f"claude (pid {live.pid if live else '?'}) runs with HOME={home}, so it reads "
             f"{home.rstrip('/')}/.claude/settings.json, but the profile says claude.home: "

@@ -161,3 +161,12 @@ def test_a_claude_running_with_another_home_than_the_profile_s_is_refused(
     deployment.tmux.kill()  # a server started with that environment
     deployment.start()
     assert introspect(LocalHost(), with_config_dir(deployment, cfg)).live is not None
+
+
+def test_a_home_named_through_a_symlink_is_the_same_home(deployment: Deployment) -> None:
+    linked = deployment.root / "home-link"
+    linked.symlink_to(deployment.home)
+    assert deployment.tmux.env is not None
+    deployment.tmux.env["HOME"] = str(linked)
+    deployment.start()
+    assert introspect(LocalHost(), load_profile(deployment.profile_path)).live is not None
