@@ -617,11 +617,13 @@ def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
         return (profile.claude.binary, *configured.argv[1:])
     # the launch's own PATH, then the live process's (what the user's shell or the unit had):
     # tl-provision's PATH (root's, sudo's secure_path) may find another claude, or none
-    searched = [dict(configured.env).get("PATH", ""), _live_path(host, live)]
-    for directory in ":".join(searched).split(":"):
+    exe = _live_exe(host, live)
+    own = [(d, False) for d in dict(configured.env).get("PATH", "").split(":")]
+    for directory, check in [*own, *((d, True) for d in _live_path(host, live).split(":"))]:
         candidate = f"{directory.rstrip('/')}/{program}"
-        if directory.startswith("/") and (st := host.stat(candidate)) and st.executable:
-            return (candidate, *configured.argv[1:])
+        if directory.startswith("/") and (st := host.stat(candidate)) and st.executable \
+                and not (check and exe is not None and host.realpath(candidate) != exe):
+            return (candidate, *configured.argv[1:])  # (a unit's PATH may name another one)
     try:
         found = host.which(program)
     except HostError:
@@ -629,7 +631,6 @@ def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
     if found is None:
         raise IntrospectError(f"cannot resolve {program!r} to an absolute path; set "
                               f"claude.binary in the profile")
-    exe = _live_exe(host, live)
     if exe is not None and host.realpath(found) != exe:
         raise IntrospectError(
             f"{program!r} on tl-provision's PATH is {found!r} ({host.realpath(found)}), but the "

@@ -323,3 +323,14 @@ def test_a_codex_typed_in_a_shell_pane_gets_the_command_with_its_codex_home() ->
     assert ("tmux respawn-pane -k -t codex:0.0 -c /srv/app 'exec env "
             f"CODEX_HOME=/home/codex/.codex {codex} --no-daemon'") in message
     assert "secret" not in message
+
+
+def test_a_claude_on_the_live_path_that_the_live_claude_does_not_run_is_passed_over() -> None:
+    """A unit's Environment=PATH may list another claude first, while systemd resolved
+    ExecStart=claude on its own search path: the live PATH's hit must be the program the live
+    claude runs (/proc/PID/exe)."""
+    host = _native_pane_host("/opt/old/bin:/home/claude/.local/bin:/usr/bin")
+    host.files["/opt/old/bin/claude"] = b"\x7fELF"
+    host.executables.add("/opt/old/bin/claude")
+    launch = introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
+    assert launch.argv == (NATIVE, "--continue")
