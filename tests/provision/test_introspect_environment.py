@@ -157,9 +157,10 @@ def test_a_claude_running_with_another_home_than_the_profile_s_is_refused(
                                               rf"says claude.home: {deployment.home}"):
         introspect(LocalHost(), load_profile(deployment.profile_path))
     cfg = config_dir(deployment)
-    deployment.tmux.env["CLAUDE_CONFIG_DIR"] = str(cfg)
-    deployment.tmux.kill()  # a server started with that environment
-    deployment.start()
+    old = deployment.tmux.pane_pid("main:0.0")
+    deployment.tmux.cmd("respawn-pane", "-k", "-e", f"CLAUDE_CONFIG_DIR={cfg}", "-t", "main:0.0",
+                        deployment.launch_command())
+    wait_for(lambda: deployment.stand_in_pid(old), what="claude with CLAUDE_CONFIG_DIR")
     assert introspect(LocalHost(), with_config_dir(deployment, cfg)).live is not None
 
 
