@@ -230,6 +230,30 @@ def _ownership_findings(host: Host, ctx: Context) -> list[Finding]:
     return [Finding("owner or mode of an installed path", want, line) for line in problems]
 
 
+def _hook_change(command: str, wanted: dict[str, object], current: dict[str, object] | None,
+                 raw: bytes | None, path: str) -> tuple[str, str]:
+    """Before → after of our Stop handler: its command, and every other field that differs
+    (a hand-edited ``timeout`` alone read "X → X"); a handler listed twice says so."""
+    import json
+
+    from provision.parsers.settings import parse_settings
+
+    if current is None:
+        return command, "absent"
+    keys = sorted(k for k in {*wanted, *current} - {"command"} if wanted.get(k) != current.get(k))
+
+    def shown(handler: dict[str, object], head: object) -> str:
+        fields = [f"{k}={json.dumps(handler[k]) if k in handler else '(unset)'}" for k in keys]
+        return " ".join([str(head), *fields])
+
+    before, after = shown(wanted, command), shown(current, current.get("command"))
+    if before == after:
+        groups = parse_settings(raw, path).get("hooks", {}).get("Stop", [])
+        copies = sum(h == current for g in groups for h in g.get("hooks", []))
+        after = f"{after} (listed {copies} times)"
+    return before, after
+
+
 def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding]:
     from provision.parsers.settings import parse_settings
     from provision.tasks.mcp import McpServer
@@ -244,8 +268,10 @@ def _task_findings(host: Host, ctx: Context, recorded: Recorded) -> list[Finding
                 current = hook_facts.ours(parse_settings(hook_facts.raw, path))
                 after = "absent" if current is None else str(current.get("command"))
                 if hook_facts.present:
+                    before, after = _hook_change(recorded.hook_command, hook_facts.wanted,
+                                                 current, hook_facts.raw, path)
                     found.append(Finding(f"Stop hook missing or altered in {path}",
-                                         recorded.hook_command, after))
+                                         before, after))
                 else:
                     found.append(Finding(f"Stop hook present in {path} although hook.enabled "
                                          "is false", "absent", after))

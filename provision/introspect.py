@@ -18,7 +18,7 @@ from provision.errors import HostError, IntrospectError
 from provision.host import Host
 from provision.parsers import facts as F
 from provision.profile import Profile
-from runtime.agents import claude, codex, decode_cmdline
+from runtime.agents import SHELLS, claude, codex, decode_cmdline
 from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
 from runtime.doors.tmux import tmux_argv
@@ -188,7 +188,9 @@ def _tmux(host: Host, profile: Profile) -> Launch:
         source = f"systemd unit {profile.door.tmux_unit} → tmux new-session command"
         evidence.append(f"unit {profile.door.tmux_unit} ExecStart={shlex.join(commands[0].argv)}")
     else:
-        configured = _pane_command(host, profile, pane)
+        configured = _pane_command(host, profile, pane) if pane.start_command else None
+        if configured is None or _shell_program(configured.argv):
+            raise _shell_pane(host, profile, pane, configured)
         source = f"tmux pane {pane.target} start command"
     session_env = _tmux_session_env(host, profile, pane.target.rpartition(":")[0], evidence)
     configured = F.ShellCommand(configured.argv, tuple({**session_env,
@@ -214,6 +216,50 @@ def _pane_command(host: Host, profile: Profile, pane: F.Pane) -> F.ShellCommand:
         return F.parse_shell_command(words[0]) if len(words) == 1 else F.ShellCommand(
             tuple(words))
     return F.parse_pane_start_command(pane.start_command)
+
+
+def _shell_program(argv: tuple[str, ...]) -> bool:
+    """``bash``, ``-zsh``, ``bash -l``, ``bash -lc 'claude …'``: a shell (interactive, or
+    running a command line), not the agent; ``bash ~/start.sh`` runs a script, a wrapper."""
+    if not argv or os.path.basename(argv[0]).lstrip("-") not in SHELLS:
+        return False
+    options = [a for a in argv[1:] if a.startswith("-")]
+    command = any(o[1:2] != "-" and "c" in o[1:] for o in options)
+    return command or len(options) == len(argv) - 1
+
+
+def _shell_pane(host: Host, profile: Profile, pane: F.Pane,
+                configured: F.ShellCommand | None) -> IntrospectError:
+    """The refusal for a pane whose own command is a shell (empty: tmux's default-shell),
+    naming the live agent and the pane command that would make it switchable. The door
+    respawns the pane's own process and takes the old process's argv, environment and session
+    record from it: a shell in between would be replaced, and what it exported (PATH, keys)
+    lost."""
+    shell = shlex.join(configured.argv) if configured else "the default-shell"
+    live = find_claude(host, pane.pid, profile.claude.binary, profile.agent)
+    agent = profile.agent.value
+    if live is None:
+        return IntrospectError(
+            f"tmux pane {pane.target} runs a shell ({shell}) and no {agent} runs in it; start "
+            f"the pane with {agent}'s own command, e.g. tmux respawn-pane -k -t {pane.target} "
+            f"'{agent} {'--continue' if agent == 'claude' else '--no-daemon'} …'")
+    try:
+        argv = _absolute(host, profile, F.ShellCommand(live.argv), live)
+    except IntrospectError:
+        argv = live.argv
+    from runtime.procfs import parse_environ
+
+    env = parse_environ(host.read_bytes(f"/proc/{live.pid}/environ") or b"")
+    # the agent's own directory variable (CLAUDE_CONFIG_DIR, CODEX_HOME): a path, no secret
+    keep = [f"{n}={env[n]}" for n in profile.agent.cli.environment_names((), True) if n in env]
+    command = shlex.join(["env", *keep, *argv] if keep else argv)
+    where = f" -c {shlex.quote(live.cwd)}" if live.cwd else ""
+    return IntrospectError(
+        f"tmux pane {pane.target} runs a shell ({shell}) with {agent} (pid {live.pid}) started "
+        f"from it; a switch respawns the pane's own command, so the pane must run {agent} "
+        f"itself — at a quiet moment (this restarts {agent}; put what your shell exports for "
+        f"it, e.g. API keys, into the tmux session: set-environment): tmux respawn-pane -k -t "
+        f"{pane.target}{where} {shlex.quote('exec ' + command)}")
 
 
 def _tmux_session_env(host: Host, profile: Profile, session: str,
@@ -278,6 +324,27 @@ def _exec_commands(files: tuple[F.UnitFile, ...], unit: str) -> list[F.ExecComma
     return commands
 
 
+def _unit_workdir(files: tuple[F.UnitFile, ...], unit: str, profile: Profile) -> str:
+    """The unit's last ``WorkingDirectory=`` as a path: ``~`` is the home of ``User=`` (root
+    without one), which must be the profile's user; a ``%`` specifier is refused (its value
+    is the manager's, e.g. ``%h`` is /root for the system manager, whatever ``User=`` says)."""
+    value = F.effective_values(files, "WorkingDirectory")[-1].lstrip("-")
+    if profile.claude.workdir:
+        return profile.claude.workdir
+    if value == "~":
+        users = F.effective_values(files, "User")
+        user = users[-1] if users else "root"
+        if user != profile.claude.user:
+            raise IntrospectError(f"WorkingDirectory=~ of unit {unit!r} is the home of User="
+                                  f"{user}, not of claude.user {profile.claude.user!r}; set "
+                                  f"claude.workdir in the profile")
+        return profile.claude.home
+    if re.search(r"%[^%]", value.replace("%%", "")):
+        raise IntrospectError(f"WorkingDirectory={value} of unit {unit!r} uses a systemd "
+                              f"specifier; pin the path in the unit or set claude.workdir")
+    return value.replace("%%", "%")
+
+
 def _systemd(host: Host, profile: Profile) -> Launch:
     unit = profile.door.systemd_unit or ""
     files, show = _unit(host, unit)
@@ -330,7 +397,7 @@ def _systemd(host: Host, profile: Profile) -> Launch:
     env.update(wrapped)
     workdirs = F.effective_values(files, "WorkingDirectory")
     configured = F.ShellCommand(argv, tuple(sorted(env.items())),
-                                workdirs[-1].lstrip("-") if workdirs else None)
+                                _unit_workdir(files, unit, profile) if workdirs else None)
     live = find_claude(host, show.main_pid, profile.claude.binary) if show.main_pid else None
     evidence = [f"# {f.path}" for f in files] + [
         f"ExecStart{'(tl-launch)' if via else ''}={shlex.join(command.argv)}",
@@ -445,8 +512,8 @@ def _settle(host: Host, profile: Profile, source: str, configured: F.ShellComman
                     f"configured and live claude argv differ ({source}): configured "
                     f"{shlex.join(argv)!r} vs live {shlex.join(live.argv)!r}; set "
                     f"'prefer: configured' or 'prefer: live' in the profile")
-            if profile.prefer == "live":
-                chosen = live.argv if live.argv[0].startswith("/") else (argv[0], *live.argv[1:])
+            if profile.prefer == "live":  # the live program itself, not the pane's wrapper
+                chosen = _absolute(host, profile, F.ShellCommand(live.argv), live)
             evidence.append(f"configured ≠ live; profile prefers {profile.prefer}")
     evidence.append(identify_claude(host, profile, chosen[0], live))
     if profile.claude.workdir:
@@ -510,6 +577,13 @@ def _live_environment(host: Host, profile: Profile, configured: F.ShellCommand,
             f"claude runs with CLAUDE_CONFIG_DIR={in_use or '(unset: ~/.claude)'} but the "
             f"profile says claude.config_dir: {wanted or '(unset)'}; set claude.config_dir "
             f"to the directory claude really uses")
+    home = (current or {}).get("HOME")
+    if in_use is None and home and host.realpath(os.path.normpath(home)) != \
+            host.realpath(os.path.normpath(profile.claude.home)):  # /home → /data/home is one
+        raise IntrospectError(
+            f"claude (pid {live.pid if live else '?'}) runs with HOME={home}, so it reads "
+            f"{home.rstrip('/')}/.claude/settings.json, but the profile says claude.home: "
+            f"{profile.claude.home}; set claude.user and claude.home to the user claude runs as")
     return tuple(sorted(live_env.items()))
 
 
@@ -541,11 +615,15 @@ def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
         return (live.argv[0], *configured.argv[1:])
     if profile.claude.binary and os.path.basename(profile.claude.binary) == program:
         return (profile.claude.binary, *configured.argv[1:])
-    path = dict(configured.env).get("PATH", "")
-    for directory in path.split(":"):
+    # the launch's own PATH, then the live process's (what the user's shell or the unit had):
+    # tl-provision's PATH (root's, sudo's secure_path) may find another claude, or none
+    exe = _live_exe(host, live)
+    own = [(d, False) for d in dict(configured.env).get("PATH", "").split(":")]
+    for directory, check in [*own, *((d, True) for d in _live_path(host, live).split(":"))]:
         candidate = f"{directory.rstrip('/')}/{program}"
-        if directory.startswith("/") and (st := host.stat(candidate)) and st.executable:
-            return (candidate, *configured.argv[1:])
+        if directory.startswith("/") and (st := host.stat(candidate)) and st.executable \
+                and not (check and exe is not None and host.realpath(candidate) != exe):
+            return (candidate, *configured.argv[1:])  # (a unit's PATH may name another one)
     try:
         found = host.which(program)
     except HostError:
@@ -553,4 +631,27 @@ def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
     if found is None:
         raise IntrospectError(f"cannot resolve {program!r} to an absolute path; set "
                               f"claude.binary in the profile")
+    if exe is not None and host.realpath(found) != exe:
+        raise IntrospectError(
+            f"{program!r} on tl-provision's PATH is {found!r} ({host.realpath(found)}), but the "
+            f"live {os.path.basename(program)} (pid {live.pid if live else '?'}) runs {exe}; "
+            f"set claude.binary to the path the user runs")
     return (found, *configured.argv[1:])
+
+
+def _live_path(host: Host, live: LiveProcess | None) -> str:
+    """The live process's PATH ("" when there is none or its environ is unreadable)."""
+    from runtime.procfs import parse_environ
+
+    data = host.read_bytes(f"/proc/{live.pid}/environ") if live is not None else None
+    return parse_environ(data).get("PATH", "") if data else ""
+
+
+def _live_exe(host: Host, live: LiveProcess | None) -> str | None:
+    """The program the live process runs (symlinks resolved); None when unknown or when it is
+    an interpreter running a script (the script is the program then)."""
+    exe = host.readlink(f"/proc/{live.pid}/exe") if live is not None else None
+    if exe is None or exe.endswith(" (deleted)"):
+        return None
+    real = host.realpath(exe)
+    return None if os.path.basename(real) in F.INTERPRETERS | SHELLS else real

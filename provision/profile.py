@@ -8,6 +8,7 @@ profile can never carry a knob the runtime would refuse.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -270,6 +271,7 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     problems = profile_errors(data)
     if isinstance(data, dict):
         problems += regex_errors({"rebuild": data.get("rebuild", {})}) + value_errors(data)
+        problems += control_errors({k: v for k, v in data.items() if k != "rebuild"})
     agent = AgentKind.parse(data.get("agent", "claude")) if not problems else AgentKind.CLAUDE
     if not problems and (door_problem := agent.door_problem(DoorKind(data["door"]["kind"]),
                                                             "door.kind")):
@@ -303,6 +305,24 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
         agent=agent,
         codex=CodexSpec(**data["codex"]) if agent is AgentKind.CODEX else None,
     )
+
+
+_CONTROL = re.compile(r"[\x01-\x1f\x7f]")
+
+
+def control_errors(data: Any, prefix: str = "") -> list[str]:
+    """Strings of the profile (paths, names, targets) holding a control character: a YAML
+    ``|`` block leaves a trailing newline (``state_dir: |``), and a path or a name with one
+    would be created or used as it is. (NUL is ``value_errors``'; ``rebuild:`` patterns are
+    the runtime's to judge.)"""
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in control_errors(v, f"{prefix}{k}.")]
+    if isinstance(data, list):
+        return [p for i, v in enumerate(data) for p in control_errors(v, f"{prefix}{i}.")]
+    if isinstance(data, str) and (found := _CONTROL.search(data)):
+        return [f"{prefix.rstrip('.')}: {data!r} contains the control character "
+                f"{found.group()!r}; write it on one line (a YAML '|' block keeps a newline)"]
+    return []
 
 
 def _agent_user(data: dict[str, Any]) -> ClaudeSpec:

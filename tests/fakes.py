@@ -35,6 +35,7 @@ class FakeHost(Host):
     # ``id -u/-g NAME`` answers; every fake file belongs to uid/gid 0 (see stat), so do these
     users: dict[str, tuple[int, int]] = field(
         default_factory=lambda: {"claude": (0, 0), "root": (0, 0)})
+    path: tuple[str, ...] | None = None  # which() searches these folders; None: every executable
 
     def __post_init__(self) -> None:
         # `npm install -g @anthropic-ai/claude-code` links its bin into the PATH like this;
@@ -83,6 +84,9 @@ class FakeHost(Host):
     def which(self, name: str) -> str | None:
         if name.startswith("/"):
             return name if name in self.executables else None
+        if self.path is not None:  # tl-provision's own PATH, when a test gives it one
+            return next((f"{d}/{name}" for d in self.path if f"{d}/{name}" in self.executables),
+                        None)
         for candidate in sorted(self.executables):
             if candidate.rsplit("/", 1)[-1] == name:
                 return candidate

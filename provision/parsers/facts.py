@@ -375,26 +375,29 @@ def resolve_specifiers(argv: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def parse_environment(values: list[str]) -> dict[str, str]:
-    """``Environment=`` assignments (each may hold several quoted ``K=V`` words)."""
+    """``Environment=`` assignments (each may hold several quoted ``K=V`` words); a word that
+    is no valid assignment is ignored, as systemd ignores it."""
     env: dict[str, str] = {}
     for value in values:
         for words in split_systemd_words(value):
             for word in words:
                 key, eq, val = word.partition("=")
-                if eq:
+                if eq and _ASSIGN.match(word):
                     env[key] = val
     return env
 
 
 def parse_environment_file(text: str) -> dict[str, str]:
-    """An ``EnvironmentFile=``: ``K=V`` lines, ``#``/``;`` comments, optional quotes."""
+    """An ``EnvironmentFile=``: ``K=V`` lines, ``#``/``;`` comments, optional quotes. A line
+    whose name is not a valid variable name — ``export K=V`` from a shell's ``.env`` — is
+    ignored, as systemd ignores it ("Ignoring invalid environment assignment")."""
     env: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line[0] in "#;":
             continue
         key, eq, val = line.partition("=")
-        if eq:
+        if eq and _ASSIGN.match(f"{key.strip()}="):
             words = shlex.split(val) if val.strip() else [""]
             env[key.strip()] = " ".join(words)
     return env

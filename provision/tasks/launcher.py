@@ -102,7 +102,11 @@ class LaunchCommand(Task):
 
     def ok_message(self, facts: LaunchFacts, ctx: Context) -> str:
         launch = facts.launch
-        live = f"live pid {launch.live.pid} agrees" if launch.live else "no live process seen"
+        live = "no live process seen"
+        if launch.live is not None:  # _settle notes "configured ≠ live" when prefer decided
+            differs = any(line.startswith("configured ≠ live") for line in launch.evidence)
+            live = (f"differs from live pid {launch.live.pid}; profile prefers "
+                    f"{ctx.profile.prefer}" if differs else f"live pid {launch.live.pid} agrees")
         return (f"{launch.source} ({live}): {shlex.join(launch.argv)} "
                 f"[cwd {launch.workdir}, {ctx.profile.agent} {facts.binary_version}]")
 

@@ -173,6 +173,29 @@ class McpFacts:
         return dict(self.stored).get(scope)
 
 
+def claude_program(host: Host, ctx: Context) -> str:
+    """The claude CLI to run: ``claude.binary``, else the one the launch runs (introspected
+    now, else recorded by the last apply), else ``claude`` on tl-provision's PATH — which, for
+    root or under sudo, is often not the user's (a native install in ~/.local/bin)."""
+    import json
+
+    if ctx.profile.claude.binary:
+        return ctx.profile.claude.binary
+    argv = getattr(ctx.launch, "argv", None)  # accept's stand-in launch holds a workdir only
+    if argv:
+        return str(argv[0])
+    try:
+        recorded = json.loads(host.read_bytes(ctx.profile.install.manifest_path) or b"{}")
+        binary = recorded["claude"]["binary"]
+    except (ValueError, KeyError, TypeError):
+        binary = None
+    found = binary if isinstance(binary, str) and binary.startswith("/") \
+        else host.which("claude")
+    if not found:
+        raise FactError("claude not found on PATH; set claude.binary in the profile")
+    return found
+
+
 def workdir_of(ctx: Context) -> str | None:
     """The launch workdir: from introspection when it ran, else the profile's claude.workdir."""
     launch = ctx.launch
@@ -213,9 +236,7 @@ class McpServer(Task):
                 raise FactError(f"mcp.scope {profile.mcp_scope!r} needs the launch workdir "
                                 "(claude.workdir or introspection) and none is known")
             workdir = profile.claude.home
-        claude = profile.claude.binary or host.which("claude")
-        if not claude:
-            raise FactError("claude not found on PATH; set claude.binary in the profile")
+        claude = claude_program(host, ctx)
         whoami = host.run(["id", "-un"], timeout=10)
         prefix = claude_prefix(profile, claude, whoami.stdout.strip())
         get = host.run([*prefix, "mcp", "get", profile.mcp_name], cwd=workdir,

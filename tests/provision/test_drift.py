@@ -193,3 +193,24 @@ def test_drift_v_first_says_what_it_compared_with_and_drift_without_v_does_not(
     assert main(["drift", str(applied.profile_path)]) == 0
     assert capsys.readouterr().out.splitlines() == [
         f"{applied.name} : no drift since the last apply"]
+
+
+def test_a_hand_edited_hook_timeout_or_a_second_copy_is_drift_naming_what_differs(
+    applied: Deployment,
+) -> None:
+    """A finding read "X → X" (the command alone) when the user changed only the timeout, or
+    pasted our handler a second time."""
+    settings = json.loads(applied.settings.read_text())
+    ours = next(h for g in settings["hooks"]["Stop"] for h in g["hooks"]
+                if "hook-stop" in h["command"])
+    ours["timeout"] = 30
+    applied.settings.write_text(json.dumps(settings, indent=4))
+    finding = next(f for f in _drift(applied) if f.check.startswith("Stop hook missing"))
+    assert finding.before == f"{ours['command']} timeout=10"
+    assert finding.after == f"{ours['command']} timeout=30"
+
+    ours["timeout"] = 10
+    settings["hooks"]["Stop"].append({"hooks": [dict(ours)]})
+    applied.settings.write_text(json.dumps(settings, indent=4))
+    finding = next(f for f in _drift(applied) if f.check.startswith("Stop hook missing"))
+    assert finding.after == f"{ours['command']} (listed 2 times)"

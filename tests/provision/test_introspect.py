@@ -200,3 +200,138 @@ def test_lossless_pane_start_command_list_is_preferred_when_tmux_has_it() -> Non
                                       b"--append-system-prompt\0two words\0")
     launch = introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
     assert launch.argv == (CLAUDE, "--continue", "--append-system-prompt", "two words")
+
+
+NATIVE = "/home/claude/.local/bin/claude"  # the native installer's link …
+NATIVE_VERSION = "/home/claude/.local/share/claude/versions/2.1.328"  # … to the binary it runs
+
+
+def _native_pane_host(user_path: str) -> FakeHost:
+    """A pane started as ``claude --continue`` by name: the user's PATH finds the native
+    install, tl-provision's own PATH (root's, sudo's secure_path) an older npm install. A
+    native binary's /proc/PID/cmdline keeps argv[0] as the shell passed it: ``claude``."""
+    host = FakeHost(path=("/usr/local/sbin", "/usr/local/bin", "/usr/bin"))
+    host.add_command(["tmux", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "main:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1fclaude --continue\n")
+    host.files["/proc/52/cmdline"] = b"claude\0--continue\0"
+    host.files["/proc/52/environ"] = f"HOME=/home/claude\0PATH={user_path}\0".encode()
+    host.links["/proc/52/cwd"] = "/srv/app"
+    host.links["/proc/52/exe"] = NATIVE_VERSION
+    host.links[NATIVE] = NATIVE_VERSION
+    for program in (NATIVE, NATIVE_VERSION, "/usr/bin/claude"):
+        host.files[program] = b"\x7fELF"
+        host.executables.add(program)
+    return host
+
+
+def test_claude_by_name_resolves_on_the_live_claude_s_path_not_on_tl_provision_s() -> None:
+    """root's PATH found /usr/bin/claude (another install) while the pane ran the user's
+    native claude: the resume would have started another program, reported as agreeing."""
+    host = _native_pane_host("/home/claude/.local/bin:/usr/local/bin:/usr/bin:/bin")
+    launch = introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
+    assert launch.argv == (NATIVE, "--continue")  # the link, which survives an auto-update
+
+
+def test_a_claude_on_tl_provision_s_path_that_the_live_claude_does_not_run_is_refused() -> None:
+    host = _native_pane_host("")  # the live PATH unreadable or without claude's folder
+    with pytest.raises(IntrospectError, match=r"/usr/bin/claude.*live claude \(pid 52\) runs "
+                       + NATIVE_VERSION + r".*set claude\.binary"):
+        introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
+
+
+def _unit_in(workdir: str, user: str = "claude") -> str:
+    return (f"# /etc/systemd/system/claude.service\n[Service]\nUser={user}\n"
+            f"WorkingDirectory={workdir}\nExecStart={' '.join(LIVE)}\n")
+
+
+@pytest.mark.parametrize("workdir", ["~", "-~"])
+def test_working_directory_tilde_is_the_home_of_the_unit_s_user(workdir: str) -> None:
+    """systemd.exec(5): "~" is User='s home. Taken literally, the workdir was "~" and the
+    project dir encoded from it named no session store (the wrong-project-dir incident)."""
+    launch = introspect(_systemd_host(_unit_in(workdir)), _profile(SYSTEMD))
+    assert launch.workdir == "/home/claude"
+
+
+def test_working_directory_tilde_of_another_user_or_a_specifier_is_refused() -> None:
+    with pytest.raises(IntrospectError, match=r"WorkingDirectory=~ of unit 'claude.service' is "
+                                              r"the home of User=bot, not of claude.user"):
+        introspect(_systemd_host(_unit_in("~", user="bot")), _profile(SYSTEMD))
+    with pytest.raises(IntrospectError, match=r"WorkingDirectory=%h of unit 'claude.service' "
+                                              r"uses a systemd specifier"):
+        introspect(_systemd_host(_unit_in("%h")), _profile(SYSTEMD))
+    profile = _profile(SYSTEMD, claude={"user": "claude", "home": "/home/claude",
+                                        "workdir": "/srv/app"})
+    assert introspect(_systemd_host(_unit_in("%h")), profile).workdir == "/srv/app"
+
+
+def test_prefer_live_behind_an_exec_wrapper_takes_the_live_program_not_the_wrapper() -> None:
+    """``~/bin/start-companion`` (``export PATH=…; exec claude --continue``) as the pane
+    command: preferring live built the wrapper's path with claude's arguments, then said "set
+    claude.binary if it is a wrapper" — a wrapper that drops a resume's arguments."""
+    host = _native_pane_host("/home/claude/.local/bin:/usr/bin:/bin")
+    host.add_command(["tmux", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "main:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1f/home/claude/bin/start-companion\n")
+    host.files["/home/claude/bin/start-companion"] = b"#!/bin/sh\nexec claude --continue\n"
+    host.executables.add("/home/claude/bin/start-companion")
+    profile = _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}, prefer="live")
+    launch = introspect(host, profile)
+    assert launch.argv == (NATIVE, "--continue")
+
+
+def test_the_launch_line_says_live_differs_when_the_profile_chose_the_configured_argv() -> None:
+    from provision.result import Context
+    from provision.tasks.launcher import LaunchCommand
+
+    host = _systemd_host(FRAGMENT + DROP_IN, live=(CLAUDE, "--print", "hello"))
+    host.add_command([CLAUDE, "--version"], "2.1.328 (Claude Code)\n")
+    ctx = Context(_profile(SYSTEMD, prefer="configured"), check=True)
+    task = LaunchCommand()
+    message = task.ok_message(task.facts(host, ctx), ctx)
+    assert "(differs from live pid 52; profile prefers configured)" in message
+    assert "agrees" not in message
+
+
+def test_a_codex_shell_pane_names_codex_s_own_command() -> None:
+    host = FakeHost(users={"codex": (0, 0), "root": (0, 0)})
+    host.add_command(["tmux", "-L", "cx", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "codex:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1f\n")  # tmux's default-shell
+    profile = profile_from_mapping({
+        "host": "h", "agent": "codex", "codex": {"user": "codex", "home": "/home/codex/.codex"},
+        "door": {"kind": "tmux", "tmux": {"target": "codex:0.0", "socket_name": "cx"}},
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"}})
+    with pytest.raises(IntrospectError, match=r"runs a shell \(the default-shell\) and no codex "
+                                              r"runs in it; .* 'codex --no-daemon …'"):
+        introspect(host, profile)
+
+
+def test_a_codex_typed_in_a_shell_pane_gets_the_command_with_its_codex_home() -> None:
+    codex = "/opt/codex/node_modules/.bin/codex"
+    host = FakeHost(users={"codex": (0, 0), "root": (0, 0)})
+    host.add_command(["tmux", "-L", "cx", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "codex:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1fbash\n")
+    host.files["/proc/52/cmdline"] = b"bash\0"
+    host.files["/proc/52/task/52/children"] = b"60 "
+    host.files["/proc/60/cmdline"] = b"node\0" + codex.encode() + b"\0--no-daemon\0"
+    host.files["/proc/60/environ"] = b"CODEX_HOME=/home/codex/.codex\0TOKEN=secret\0"
+    host.links["/proc/60/cwd"] = "/srv/app"
+    profile = profile_from_mapping({
+        "host": "h", "agent": "codex", "codex": {"user": "codex", "home": "/home/codex/.codex"},
+        "door": {"kind": "tmux", "tmux": {"target": "codex:0.0", "socket_name": "cx"}},
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"}})
+    with pytest.raises(IntrospectError) as caught:
+        introspect(host, profile)
+    message = str(caught.value)
+    assert ("tmux respawn-pane -k -t codex:0.0 -c /srv/app 'exec env "
+            f"CODEX_HOME=/home/codex/.codex {codex} --no-daemon'") in message
+    assert "secret" not in message
+
+
+def test_a_claude_on_the_live_path_that_the_live_claude_does_not_run_is_passed_over() -> None:
+    """A unit's Environment=PATH may list another claude first, while systemd resolved
+    ExecStart=claude on its own search path: the live PATH's hit must be the program the live
+    claude runs (/proc/PID/exe)."""
+    host = _native_pane_host("/opt/old/bin:/home/claude/.local/bin:/usr/bin")
+    host.files["/opt/old/bin/claude"] = b"\x7fELF"
+    host.executables.add("/opt/old/bin/claude")
+    launch = introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
+    assert launch.argv == (NATIVE, "--continue")

@@ -140,3 +140,34 @@ def test_apply_names_the_variables_and_drift_reports_a_changed_value_by_digest(
     assert "launch environment TL_SESSION_VAR changed" in found
     assert "launch environment CLAUDE_CONFIG_DIR changed" not in found
     assert all("sk-rotated-9" not in f.line() for f in found.values())
+
+
+def test_a_claude_running_with_another_home_than_the_profile_s_is_refused(
+        deployment: Deployment) -> None:
+    """The inventory says claude.user: claude, home: /home/claude, while the pane's claude runs
+    with root's HOME: apply wrote the hook into a settings.json that claude never reads, all
+    green. (With CLAUDE_CONFIG_DIR set, HOME no longer names the config: not compared.)"""
+    other = deployment.root / "root-home"
+    other.mkdir()
+    assert deployment.tmux.env is not None
+    deployment.tmux.env["HOME"] = str(other)
+    deployment.start()
+    with pytest.raises(IntrospectError, match=rf"runs with HOME={other}, so it reads "
+                                              rf"{other}/.claude/settings.json, but the profile "
+                                              rf"says claude.home: {deployment.home}"):
+        introspect(LocalHost(), load_profile(deployment.profile_path))
+    cfg = config_dir(deployment)
+    old = deployment.tmux.pane_pid("main:0.0")
+    deployment.tmux.cmd("respawn-pane", "-k", "-e", f"CLAUDE_CONFIG_DIR={cfg}", "-t", "main:0.0",
+                        deployment.launch_command())
+    wait_for(lambda: deployment.stand_in_pid(old), what="claude with CLAUDE_CONFIG_DIR")
+    assert introspect(LocalHost(), with_config_dir(deployment, cfg)).live is not None
+
+
+def test_a_home_named_through_a_symlink_is_the_same_home(deployment: Deployment) -> None:
+    linked = deployment.root / "home-link"
+    linked.symlink_to(deployment.home)
+    assert deployment.tmux.env is not None
+    deployment.tmux.env["HOME"] = str(linked)
+    deployment.start()
+    assert introspect(LocalHost(), load_profile(deployment.profile_path)).live is not None

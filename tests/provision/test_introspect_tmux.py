@@ -130,3 +130,52 @@ def test_respawn_hook_and_remain_on_exit_are_recorded_as_evidence(deployment: De
     assert "tmux remain-on-exit on" in launch.evidence
     assert any(line.startswith("tmux hook pane-died") and "respawn-pane" in line
                for line in launch.evidence)
+
+
+@pytest.mark.parametrize("pane_command", [[], ["sh"]], ids=["default-shell", "sh"])
+@pytest.mark.parametrize("prefer", [None, "live"])
+def test_claude_typed_in_a_shell_pane_is_refused_naming_the_pane_command_to_use(
+    deployment: Deployment, pane_command: list[str], prefer: str | None,
+) -> None:
+    """The commonest VPS shape: ``tmux new -s main``, then claude typed at the prompt. The door
+    respawns the pane's own process and reads argv, environment and session from it — the
+    shell's — so it is refused, with the command that makes the pane claude's own."""
+    d = deployment
+    d.tmux.new_session("main", pane_command, cwd=str(d.workdir))
+    d.tmux.cmd("send-keys", "-t", "main:0.0", d.launch_command(), "Enter")
+    shell = d.tmux.pane_pid("main:0.0")
+    wait_for(lambda: any(str(d.claude).encode() in open(f"/proc/{p}/cmdline", "rb").read()
+                         for p in _tree(shell)[1:]), what="claude under the shell")
+    profile = _profile(d, prefer=prefer) if prefer else load_profile(d.profile_path)
+
+    with pytest.raises(IntrospectError) as caught:
+        introspect(LocalHost(), profile)
+
+    message = str(caught.value)
+    assert message.startswith("tmux pane main:0.0 runs a shell (")
+    assert f"tmux respawn-pane -k -t main:0.0 -c '{d.workdir}' " in message
+    assert f"exec {d.claude} {' '.join(LAUNCH_FLAGS)}" in message
+
+
+def test_a_shell_pane_without_claude_says_so(deployment: Deployment) -> None:
+    deployment.tmux.new_session("main", ["sh"], cwd=str(deployment.workdir))
+    with pytest.raises(IntrospectError, match=r"main:0.0 runs a shell \(sh\) and no claude runs "
+                                              r"in it; start the pane with claude's own command"):
+        introspect(LocalHost(), load_profile(deployment.profile_path))
+
+
+def test_a_shell_running_a_wrapper_script_is_a_wrapper_not_a_shell_pane(
+    deployment: Deployment,
+) -> None:
+    """``sh ~/start-claude`` runs a script (which execs claude): the pane's process is claude's,
+    so it is the wrapper case (configured ≠ live, the profile decides), not a refused shell."""
+    d = deployment
+    wrapper = d.bin_dir / "start-claude"
+    wrapper.write_text(f"exec {d.claude} --continue --channels plugin:x@y\n")
+    d.tmux.new_session("main", ["sh", str(wrapper)], cwd=str(d.workdir))
+    wait_for(lambda: str(d.claude).encode() in open(
+        f"/proc/{d.tmux.pane_pid('main:0.0')}/cmdline", "rb").read(), what="claude exec'd")
+    with pytest.raises(IntrospectError, match="configured and live claude argv differ"):
+        introspect(LocalHost(), load_profile(d.profile_path))
+    launch = introspect(LocalHost(), _profile(d, prefer="live"))
+    assert launch.argv == (str(d.claude), "--continue", "--channels", "plugin:x@y")

@@ -107,3 +107,26 @@ def test_a_lone_surrogate_in_a_profile_value_is_refused_naming_the_key(tmp_path:
                     "install: {config_path: /etc/tl/config.toml, state_dir: /var/lib/tl}\n")
     with pytest.raises(ProfileError, match="host: contains a lone UTF-16 surrogate"):
         load_profile(path)
+
+
+@pytest.mark.parametrize(("where", "yaml_text", "shown"), [
+    ("install.state_dir", "  state_dir: |\n    /var/lib/tl\n", r"'/var/lib/tl\n'"),
+    ("install.config_path", '  config_path: "/etc/tl/con\\tfig.toml"\n',
+     r"'/etc/tl/con\tfig.toml'"),
+])
+def test_a_control_character_in_a_path_is_refused_naming_the_key(
+    tmp_path: Path, where: str, yaml_text: str, shown: str,
+) -> None:
+    """``state_dir: |`` keeps a trailing newline: apply created '/var/lib/tl\\n' silently."""
+    path = tmp_path / "host.yml"
+    install = {"config_path": "  config_path: /etc/tl/config.toml\n",
+               "state_dir": "  state_dir: /var/lib/tl\n"}
+    install[where.split(".")[1]] = yaml_text
+    path.write_text("host: h\nclaude: {user: u, home: /home/u}\n"
+                    "door: {kind: tmux, tmux: {target: 'main:0.0'}}\ninstall:\n"
+                    + "".join(install.values()))
+    done = subprocess.run([TL_PROVISION, "validate", str(path)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert f"{where}: {shown} contains the control character" in done.stderr

@@ -184,3 +184,13 @@ def test_double_percent_is_a_literal_and_other_specifiers_are_refused() -> None:
     assert F.resolve_specifiers(("/c", "100%%")) == ("/c", "100%")
     with pytest.raises(IntrospectError, match="specifier '%h'"):
         F.resolve_specifiers(("/c", "--config", "%h/.claude"))
+
+
+def test_assignments_systemd_ignores_are_no_part_of_the_unit_environment() -> None:
+    """A shell's ``.env`` reused as EnvironmentFile: systemd logs "Ignoring invalid environment
+    assignment 'export TOKEN=…'" and the unit has no TOKEN. Kept as a variable named
+    "export TOKEN", it went into the rendered config's switch.environment, which the runtime
+    schema refuses (names are [A-Za-z_][A-Za-z0-9_]*)."""
+    text = "export TOKEN=abc\nFOO-BAR=1\n9LIVES=2\nGOOD = 3\nKEEP=\"x y\"\n"
+    assert F.parse_environment_file(text) == {"GOOD": "3", "KEEP": "x y"}
+    assert F.parse_environment(['"export A=1" B=2 "C D=3" 4E=5']) == {"B": "2"}

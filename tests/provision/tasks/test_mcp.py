@@ -458,3 +458,56 @@ def test_uninstall_takes_out_our_hook_and_server_and_keeps_the_users(sandbox):
     assert refused.status is Status.FAILED
     assert "is another companion's (config '/other.toml')" in refused.message
     assert "threadline" in _claude_json(home)["mcpServers"]
+
+
+@pytest.mark.real_claude
+@pytest.mark.parametrize("known_by", ["launch", "manifest"])
+def test_the_claude_the_launch_runs_registers_the_server_when_none_is_on_our_path(
+    sandbox, tmp_path, monkeypatch, known_by,
+):
+    """root (or sudo's secure_path) has no claude on PATH while the user's pane runs a native
+    ~/.local/bin/claude: LaunchCommand found it, yet McpServer failed "claude not found on
+    PATH; set claude.binary" (uninstall too, where the manifest records it)."""
+    from dataclasses import replace
+
+    from provision.introspect import Launch
+    from runtime.doors.kind import DoorKind
+
+    home, workdir, script, ctx, _ = sandbox
+    binary = ctx().profile.claude.binary
+    profile = replace(ctx().profile, claude=replace(ctx().profile.claude, binary=None),
+                      install=replace(ctx().profile.install, state_dir=str(tmp_path / "state")))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # tl-provision's own PATH: no claude on it
+    context = Context(profile)
+    if known_by == "launch":
+        context.launch = Launch(DoorKind.TMUX, "tmux pane main:0.0 start command",
+                                (binary, "--continue"), str(workdir))
+    else:
+        (tmp_path / "state").mkdir()
+        (tmp_path / "state" / "provision.json").write_text(
+            json.dumps({"claude": {"binary": binary, "version": "2.1.328"}}))
+    facts = McpServer().facts(LocalHost(), context)
+    assert facts.prefix[-1] == binary and not facts.get.found
+
+
+def test_accept_s_workdir_only_launch_runs_the_claude_the_manifest_recorded():
+    """accept hands McpServer a stand-in launch with a workdir only (provision/accept/wiring.py):
+    the claude to run then comes from the manifest, not from an ``argv`` it does not have."""
+    from types import SimpleNamespace
+
+    from tests.fakes import FakeHost
+
+    native = "/home/claude/.local/bin/claude"
+    profile = profile_from_mapping({
+        "host": "h", "claude": {"user": "claude", "home": "/home/claude"},
+        "door": {"kind": "tmux", "tmux": {"target": "main:0.0"}},
+        "install": {"config_path": "/etc/tl/config.toml", "state_dir": "/var/lib/tl"}})
+    host = FakeHost(path=("/usr/bin",), executables={"/usr/bin/tl-rebuild"}, files={
+        "/var/lib/tl/provision.json": json.dumps({"claude": {"binary": native}}).encode()})
+    host.add_command(["id", "-un"], "root\n")
+    host.add_command([*claude_prefix(profile, native, "root"), "mcp", "get", "threadline"],
+                     "", rc=1, stderr=GET_MISSING)
+    ctx = Context(profile, check=True)
+    ctx.launch = SimpleNamespace(workdir="/srv/app")  # type: ignore[assignment]
+    facts = McpServer().facts(host, ctx)
+    assert facts.prefix[-1] == native and not facts.get.found
