@@ -622,7 +622,8 @@ def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
     for directory, check in [*own, *((d, True) for d in _live_path(host, live).split(":"))]:
         candidate = f"{directory.rstrip('/')}/{program}"
         if directory.startswith("/") and (st := host.stat(candidate)) and st.executable \
-                and not (check and exe is not None and host.realpath(candidate) != exe):
+                and not (check and exe is not None
+                         and not same_program(host.realpath(candidate), exe)):
             return (candidate, *configured.argv[1:])  # (a unit's PATH may name another one)
     try:
         found = host.which(program)
@@ -631,12 +632,23 @@ def _absolute(host: Host, profile: Profile, configured: F.ShellCommand,
     if found is None:
         raise IntrospectError(f"cannot resolve {program!r} to an absolute path; set "
                               f"claude.binary in the profile")
-    if exe is not None and host.realpath(found) != exe:
+    if exe is not None and not same_program(host.realpath(found), exe):
         raise IntrospectError(
             f"{program!r} on tl-provision's PATH is {found!r} ({host.realpath(found)}), but the "
             f"live {os.path.basename(program)} (pid {live.pid if live else '?'}) runs {exe}; "
             f"set claude.binary to the path the user runs")
     return (found, *configured.argv[1:])
+
+
+def same_program(real: str, live_exe: str) -> bool:
+    """True when the executable ``real`` (symlinks resolved) is the program a live process
+    runs from ``live_exe``: the same file, or another version of one native install — the
+    installer updates in the background (``…/claude/versions/2.1.328`` → ``2.1.329``, the old
+    version kept while it runs), and the link the user starts names the newer one."""
+    if real == live_exe:
+        return True
+    folder = os.path.dirname(real)
+    return folder == os.path.dirname(live_exe) and os.path.basename(folder) == "versions"
 
 
 def _live_path(host: Host, live: LiveProcess | None) -> str:

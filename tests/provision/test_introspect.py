@@ -211,7 +211,7 @@ def _native_pane_host(user_path: str) -> FakeHost:
     install, tl-provision's own PATH (root's, sudo's secure_path) an older npm install. A
     native binary's /proc/PID/cmdline keeps argv[0] as the shell passed it: ``claude``."""
     host = FakeHost(path=("/usr/local/sbin", "/usr/local/bin", "/usr/bin"))
-    host.add_command(["tmux", "list-panes", "-a", "-F", PANE_FORMAT],
+    host.add_command(["tmux", "-L", "default", "list-panes", "-a", "-F", PANE_FORMAT],
                      "main:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1fclaude --continue\n")
     host.files["/proc/52/cmdline"] = b"claude\0--continue\0"
     host.files["/proc/52/environ"] = f"HOME=/home/claude\0PATH={user_path}\0".encode()
@@ -230,6 +230,19 @@ def test_claude_by_name_resolves_on_the_live_claude_s_path_not_on_tl_provision_s
     host = _native_pane_host("/home/claude/.local/bin:/usr/local/bin:/usr/bin:/bin")
     launch = introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
     assert launch.argv == (NATIVE, "--continue")  # the link, which survives an auto-update
+
+
+def test_a_native_claude_that_updated_itself_since_it_started_is_the_same_program() -> None:
+    """The native installer updates in the background: the link now names a newer version
+    (kept beside the one the live claude still runs). That is the user's claude, not another
+    install — refusing it would stop introspect on most native hosts after a few days."""
+    host = _native_pane_host("/home/claude/.local/bin:/usr/local/bin:/usr/bin:/bin")
+    newer = NATIVE_VERSION.replace("2.1.328", "2.1.329")
+    host.links[NATIVE] = newer
+    host.files[newer] = b"\x7fELF"
+    host.executables.add(newer)
+    launch = introspect(host, _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}}))
+    assert launch.argv == (NATIVE, "--continue")
 
 
 def test_a_claude_on_tl_provision_s_path_that_the_live_claude_does_not_run_is_refused() -> None:
@@ -269,7 +282,7 @@ def test_prefer_live_behind_an_exec_wrapper_takes_the_live_program_not_the_wrapp
     command: preferring live built the wrapper's path with claude's arguments, then said "set
     claude.binary if it is a wrapper" — a wrapper that drops a resume's arguments."""
     host = _native_pane_host("/home/claude/.local/bin:/usr/bin:/bin")
-    host.add_command(["tmux", "list-panes", "-a", "-F", PANE_FORMAT],
+    host.add_command(["tmux", "-L", "default", "list-panes", "-a", "-F", PANE_FORMAT],
                      "main:0.0\x1f%0\x1f52\x1f0\x1f/srv/app\x1f/home/claude/bin/start-companion\n")
     host.files["/home/claude/bin/start-companion"] = b"#!/bin/sh\nexec claude --continue\n"
     host.executables.add("/home/claude/bin/start-companion")
