@@ -242,7 +242,7 @@ def _shell_pane(host: Host, profile: Profile, pane: F.Pane,
         return IntrospectError(
             f"tmux pane {pane.target} runs a shell ({shell}) and no {agent} runs in it; start "
             f"the pane with {agent}'s own command, e.g. tmux respawn-pane -k -t {pane.target} "
-            f"'{agent} {'--continue' if agent == 'claude' else '--no-daemon'} …'")
+            f"'{agent} {'--continue' if profile.agent is AgentKind.CLAUDE else '--no-daemon'} …'")
     try:
         argv = _absolute(host, profile, F.ShellCommand(live.argv), live)
     except IntrospectError:

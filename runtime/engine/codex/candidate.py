@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
-from runtime.agents.codex import HOME_VAR
 from runtime.config import Config
 from runtime.engine import candidate as claude
 from runtime.engine.codex import rules
@@ -341,6 +340,8 @@ def resume_command(path: Path, session: str, source: Path, codex_home: Path | No
         return resume
     sessions = sessions_root(source)
     if sessions.name != SESSIONS:
+        from runtime.agents.codex import HOME_VAR  # here: it imports dataclasses (≈ 10 ms)
+
         home = codex_home or Path(os.environ.get(HOME_VAR) or "~/.codex")
         sessions = home.expanduser() / SESSIONS
     return f"mv {shlex.quote(str(path))} {shlex.quote(str(sessions))}/ && {resume}"
