@@ -22,6 +22,7 @@ target back what the switch borrowed (``settle``).
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +53,24 @@ def missing_transcript(project_dir: Path | None, session_id: str) -> str | None:
     return (f"session {session_id} has no transcript {str(path)!r} (claude writes it once "
             f"something is said): a resume would end with {health.NOT_FOUND!r} after claude is "
             f"gone; nothing was restarted — say something to claude first")
+
+
+def not_a_claude(pid: int, resume_argv: Sequence[str], config_dir: Path | None) -> str | None:
+    """Why the process behind a tmux door is no claude (None when it, or a process below it —
+    a wrapper script's child — is one): a claude program by name (``claude``, ``cli.js`` run
+    by node), a process launched like the configured resume argv, or one with a session record
+    in ``config_dir``. With ``renumber-windows`` an index target drifts onto another window
+    when one before it closes; a respawn there would kill what runs in it (a user's shell)."""
+    for candidate in (pid, *ident.descendants(pid)):
+        argv = ident.cmdline(candidate) or ()
+        if any(os.path.basename(arg) in claude.PROGRAMS for arg in argv[:2]):
+            return None
+        if argv and claude.same_launch(argv, resume_argv):
+            return None
+        if config_dir is not None and ident.claude_session_record(config_dir, candidate):
+            return None
+    shown = " ".join(ident.cmdline(pid) or ("?",))
+    return f"pid {pid} runs {shown[:120]!r} and no claude runs below it"
 
 
 def ready(door: Door, want: health.Expectation, config_dir: Path | None,
@@ -107,6 +126,14 @@ def run_restart(args: argparse.Namespace) -> int:
     previous = door.identity()
     pid = door.process_pid(previous)
     sw = config.switch
+    project = config.project_dir
+    config_dir = project.parent.parent if project is not None else None
+    if door.name is DoorKind.TMUX and pid is not None:
+        stranger = not_a_claude(pid, sw.resume_argv, config_dir)
+        if stranger:
+            raise DoorError(f"tmux pane {sw.tmux.target!r} does not run claude ({stranger}); "
+                            f"nothing was restarted — check switch.tmux.target (tmux "
+                            f"list-panes -a shows where claude runs)")
     old_argv = (ident.cmdline(pid) or ()) if pid else ()
     flags = tuple(dict.fromkeys([*claude.channel_flags(old_argv),
                                  *claude.channel_flags(sw.channel_flags)]))
@@ -129,9 +156,7 @@ def run_restart(args: argparse.Namespace) -> int:
         project_dir=config.project_dir, window=sw.healthcheck_seconds,
         environment=tuple(sorted(environment_digests(carry).items())))
     argv = with_environment(door.name, carry, claude.format_argv(sw.resume_argv, args.session))
-    project = config.project_dir
-    report = restart(door, want, argv, config.workdir or Path("/"),
-                     project.parent.parent if project is not None else None,
+    report = restart(door, want, argv, config.workdir or Path("/"), config_dir,
                      sw.activation_stable_seconds, sw.activation_timeout_seconds)
     if not report.ok:
         raise DoorError(f"claude restarted through the {door.name} door is not ready: "

@@ -268,3 +268,93 @@ def test_a_session_that_is_no_session_id_is_refused_before_anything_is_stopped(
         assert why is not None and "is not a session id" in why
     (project / "s-1.jsonl").write_text("{}\n")
     assert missing_transcript(project, "s-1") is None
+
+
+@pytest.mark.real_tmux
+def test_a_tmux_restart_whose_target_drifted_onto_a_users_shell_refuses_and_keeps_the_shell(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    """With ``renumber-windows on`` an index target (``claude:1``) moves onto the next window
+    when one before it closes: here the user's interactive shell. ``restart`` respawned that
+    pane with claude — killing the shell and whatever it ran; it is refused now, naming what
+    runs there, and the shell and the claude window are left as they were."""
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",), target="claude:1.0")
+    world.start_pane(tmux_server)
+    claude_pid = tmux_server.pane_pid("claude:0.0")
+    tmux_server.cmd("new-window", "-t", "claude:1", "-c", str(tmp_path),
+                    "bash --norc --noprofile -i")
+    shell_pid = tmux_server.pane_pid("claude:1.0")
+    wait_for(lambda: "$" in tmux_server.capture("claude:1.0") or "#" in tmux_server.capture(
+        "claude:1.0"), what="the user's shell prompt")
+    done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith(
+        f"tl-rebuild: error: tmux pane 'claude:1.0' does not run claude (pid {shell_pid} runs "
+        f"'bash --norc --noprofile -i' and no claude runs below it); nothing was restarted"), \
+        done.stderr
+    assert tmux_server.pane_pid("claude:1.0") == shell_pid
+    assert tmux_server.pane_pid("claude:0.0") == claude_pid
+    assert world.starts() and len(world.starts()) == 1  # the stand-in never started again
+
+
+@pytest.mark.real_tmux
+def test_a_tmux_restart_finds_the_claude_a_wrapper_script_runs_as_its_child(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    """A pane that runs a wrapper script which starts claude without ``exec`` holds the shell
+    as the pane's process and claude below it: that is a claude pane, restarted as before."""
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",))
+    wrapper = tmp_path / "run-companion"
+    argv = " ".join(f"'{arg}'" for arg in world.standin_argv(world.old_session))
+    wrapper.write_text(f"#!/bin/sh\n{argv}\necho claude exited\n")  # no exec: sh stays
+    wrapper.chmod(0o755)
+    world.target = tmux_server.new_session("claude", [str(wrapper)], cwd=str(world.workdir),
+                                           env=world.env)
+    world.tmux = tmux_server
+    wait_for(lambda: "ready" in tmux_server.capture(world.target), what="stand-in ready")
+    before = tmux_server.pane_pid(world.target)
+    assert (Path(f"/proc/{before}/cmdline").read_bytes().split(b"\0")[1]
+            == str(wrapper).encode())  # the pane's process is the shell, claude its child
+    done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"ready: session {world.old_session} (pid "), done.stdout
+
+
+def test_a_process_named_claude_or_carrying_a_session_record_is_a_claude(tmp_path: Path) -> None:
+    """``not_a_claude`` on live processes: the native claude's argv[0] ``claude``, node's
+    ``cli.js`` as argv[1], and a process whose argv says nothing but which has a session
+    record in the claude config dir; a plain ``sleep`` is none of them."""
+    from runtime.switch.restart import not_a_claude
+
+    config_dir = tmp_path / "cfg"
+    (config_dir / "sessions").mkdir(parents=True)
+    procs = [subprocess.Popen(["bash", "-c", f"exec -a {name} sleep 60"])
+             for name in ("claude", "sleep")]
+    script = tmp_path / "cli.js"  # node runs claude's cli.js: argv ['node', '…/cli.js', …]
+    script.write_text("import time\ntime.sleep(60)\n")
+    node = subprocess.Popen(["bash", "-c", f"exec -a node {sys.executable} {script} --resume x"])
+    plain = subprocess.Popen(["sleep", "61"])
+    try:
+        for proc in (*procs, node, plain):
+            wait_for(lambda p=proc: Path(f"/proc/{p.pid}/cmdline").read_bytes()[:5] != b"bash\0",
+                     what="exec")
+        assert not_a_claude(procs[0].pid, (), config_dir) is None
+        assert not_a_claude(node.pid, (), config_dir) is None
+        assert not_a_claude(procs[1].pid, (), config_dir) == (
+            f"pid {procs[1].pid} runs 'sleep 60' and no claude runs below it")
+        why = not_a_claude(plain.pid, (), config_dir)
+        assert why is not None and why.startswith(f"pid {plain.pid} runs 'sleep 61'")
+        from runtime.procfs import start_time
+        (config_dir / "sessions" / f"{plain.pid}.json").write_text(json.dumps(
+            {"pid": plain.pid, "sessionId": "s-1", "cwd": str(tmp_path),
+             "startedAt": 0, "procStart": str(start_time(plain.pid))}))
+        from runtime.procfs import claude_session_record
+        if claude_session_record(config_dir, plain.pid) is None:
+            pytest.fail("the hand-made session record is not one claude_session_record reads")
+        assert not_a_claude(plain.pid, (), config_dir) is None
+    finally:
+        for proc in (*procs, node, plain):
+            proc.kill()
+            proc.wait()
