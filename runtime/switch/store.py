@@ -34,6 +34,14 @@ from runtime.switch.state import ACTIVE, State, check_transition, parse_state
 ACTIVE_FILE = "active"
 
 
+def boot_id() -> str:
+    """This boot's id (``/proc/sys/kernel/random/boot_id``; '' when unreadable)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def now_iso() -> str:
     """The current UTC time as ISO-8601 with milliseconds."""
     t = time.time()
@@ -376,16 +384,34 @@ class Store:
         return directory
 
     def heartbeat(self, operation_id: str, phase: str) -> None:
-        """Record that the worker of ``operation_id`` is alive (file mtime + phase)."""
+        """Record that the worker of ``operation_id`` is alive: the phase, the wall-clock time,
+        and the boot's monotonic clock (what ``heartbeat_age`` measures by)."""
         path = self.artifacts(operation_id) / "heartbeat"
-        proc.atomic_write(path, json.dumps({"at": now_iso(), "phase": phase}).encode())
+        proc.atomic_write(path, json.dumps({"at": now_iso(), "phase": phase,
+                                            "boot_id": boot_id(),
+                                            "monotonic": time.monotonic()}).encode())
 
     def heartbeat_age(self, operation_id: str) -> float | None:
+        """Seconds since the worker's last heartbeat (None: it has none yet).
+
+        Measured on the monotonic clock of the boot it was written in: the wall clock of a VPS
+        steps (NTP after a pause, a restored snapshot) and a forward step of minutes made a
+        live worker look hung — killed mid-switch. A heartbeat of another boot, or one
+        without a monotonic reading (written before), falls back to the file's mtime."""
+        path = self.artifacts_dir / operation_id / "heartbeat"
         try:
-            return max(0.0, time.time() - (self.artifacts_dir / operation_id / "heartbeat")
-                       .stat().st_mtime)
+            data = path.read_bytes()
+            mtime = path.stat().st_mtime
         except FileNotFoundError:
             return None
+        try:
+            beat = json.loads(data)
+        except ValueError:
+            beat = None
+        if (isinstance(beat, dict) and beat.get("boot_id") == boot_id() and boot_id()
+                and type(beat.get("monotonic")) in (int, float)):
+            return max(0.0, time.monotonic() - float(beat["monotonic"]))
+        return max(0.0, time.time() - mtime)
 
     def delete(self, operation_id: str) -> None:
         """Remove an operation's record, timeline and artifacts (gc)."""

@@ -282,3 +282,42 @@ def test_a_non_utf8_argv_byte_survives_the_record_and_the_timeline(tmp_path: Pat
     assert store.read(op_id).fact("old_argv") == argv
     assert store.events(op_id)[-1]["argv"] == argv
     json.loads(store.record_path(op_id).read_text("utf-8"))  # still valid UTF-8 JSON
+
+
+def test_a_forward_step_of_the_wall_clock_does_not_make_a_live_worker_hung(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A VPS's clock steps forward (NTP after a pause, a restored snapshot): the heartbeat's
+    age was wall-clock minus the file's mtime, so a live worker mid-switch looked hung after a
+    step of more than 300 s, and the next request killed it. The age is now read on the boot's
+    monotonic clock; a heartbeat of another boot, or of an older release, still falls back to
+    the mtime (checked after the step)."""
+    import os
+    import time
+
+    from runtime import procfs
+    from runtime.switch import recover
+
+    world = make_world(tmp_path)
+    store = world.store
+    op_id = new(store, world.old_session)
+    store.transition(op_id, State.SCHEDULED, phase="scheduled")
+    store.update(op_id, worker={"pid": os.getpid(), "start_time": procfs.start_time(os.getpid()),
+                                "spawned_by": "hook"})
+    store.heartbeat(op_id, "stable_wait")
+    op = store.read(op_id)
+    assert recover.worker_state(world.config, store, op) == "alive"
+    wall = time.time
+    monkeypatch.setattr(time, "time", lambda: wall() + 3600.0)  # the clock steps an hour on
+    age = store.heartbeat_age(op_id)
+    assert age is not None and age < 60.0
+    assert recover.worker_state(world.config, store, op) == "alive"
+
+    beat = store.artifacts(op_id) / "heartbeat"
+    written = json.loads(beat.read_text())
+    for stale in ({**written, "boot_id": "another-boot"},
+                  {"at": written["at"], "phase": "stable_wait"}):  # before this release
+        beat.write_text(json.dumps(stale))
+        age = store.heartbeat_age(op_id)
+        assert age is not None and age > 3500.0
+        assert recover.worker_state(world.config, store, op) == "hung"
