@@ -284,7 +284,7 @@ def test_uninstall_takes_out_exactly_what_apply_put_in(
     config = tui.home.root / "config.toml"
     config.write_text('# mine\nnotify = ["python3", "/home/u/notify.py"]  # ping me\n'
                       + config.read_text() + '\n[mcp_servers.docs]\ncommand = "python3"\n'
-                      'args = ["-m", "http.server"]\n')
+                      'args = ["-c", "import sys; sys.stdin.read()"]\n')  # exits with codex
     config.chmod(0o600)
     tui.start(tui.argv("--no-daemon"))
     before = config.read_bytes()  # after the start: the TUI itself adds [tui] to the file

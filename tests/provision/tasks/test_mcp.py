@@ -433,8 +433,9 @@ def test_uninstall_takes_out_our_hook_and_server_and_keeps_the_users(sandbox):
     settings.parent.mkdir()
     mine = {"hooks": [{"type": "command", "command": "python3 /home/u/stop.py"}]}
     settings.write_text(json.dumps({"model": "opus", "hooks": {"Stop": [mine]}}))
-    assert claude("mcp", "add", "--scope", "user", "mine", "--", "python3", "-m",
-                  "http.server").returncode == 0
+    # the user's own server: a stand-in that ends with its client (no listening socket)
+    assert claude("mcp", "add", "--scope", "user", "mine", "--", "python3", "-c",
+                  "import sys; sys.stdin.read()").returncode == 0
     _apply(StopHook(), LocalHost(), ctx())
     _apply(McpServer(), LocalHost(), ctx())
     assert "tl-rebuild hook-stop" in settings.read_text()
@@ -445,7 +446,8 @@ def test_uninstall_takes_out_our_hook_and_server_and_keeps_the_users(sandbox):
         ("CodexConfig", Status.SKIPPED)], [r.message for r in results]
     assert json.loads(settings.read_text()) == {"model": "opus", "hooks": {"Stop": [mine]}}
     servers = _claude_json(home)["mcpServers"]
-    assert "threadline" not in servers and servers["mine"]["args"] == ["-m", "http.server"]
+    assert "threadline" not in servers and servers["mine"]["args"] == [
+        "-c", "import sys; sys.stdin.read()"]
     assert "No MCP server named" in claude("mcp", "get", "threadline").stderr + \
         claude("mcp", "get", "threadline").stdout
     again = [run_task(task, LocalHost(), ctx()) for task in uninstall_tasks()]
