@@ -36,6 +36,7 @@ from mcp.types import (
     CallToolResult,
     ErrorData,
     JSONRPCError,
+    JSONRPCNotification,
     TextContent,
     ToolAnnotations,
 )
@@ -355,13 +356,22 @@ def _forbid_unknown_arguments(server: MCPServer) -> None:
 
 def refusals(item: SessionMessage | Exception) -> list[JSONRPCError] | None:
     """The JSON-RPC errors that answer a line the SDK's stdio transport could not read
-    (``item`` an Exception), or None for a message it read (the server answers that).
+    (``item`` an Exception) or read as a notification although its method is a request's,
+    or None for a message the server answers.
 
     The SDK drops such a line without a word, so a client waiting on its id waits forever:
     not JSON (or nested past the parser's limit) is -32700 with id null; JSON that is no
     JSON-RPC 2.0 message is -32600, with the id of a request when it has a usable one; a batch
     (an array, which MCP since 2025-06-18 does not take) gets one -32600 per request in it."""
     if not isinstance(item, Exception):
+        message = item.message
+        if isinstance(message, JSONRPCNotification) and not message.method.startswith(
+                NOTIFICATION_PREFIX):
+            # the SDK reads a request whose id is no string or integer (``true``, ``{}``,
+            # ``1.5``, ``null``) or is missing as a notification and answers nothing
+            return [_refusal(None, INVALID_REQUEST, (
+                f"Invalid Request: {message.method[:80]!r} needs an id that is a string or an "
+                f"integer (only {NOTIFICATION_PREFIX}… methods are notifications)"))]
         return None
     errors = item.errors(include_url=False) if isinstance(item, ValidationError) else []
     if not errors or any(error["type"] == "json_invalid" for error in errors):
@@ -382,6 +392,7 @@ def refusals(item: SessionMessage | Exception) -> list[JSONRPCError] | None:
                      f"Invalid Request: not a JSON-RPC 2.0 message ({where}: {error['msg']})")]
 
 
+NOTIFICATION_PREFIX = "notifications/"  # every MCP notification method; any other is a request
 BATCH_REFUSED = ("Invalid Request: a batch (JSON array) is not taken; send one JSON-RPC "
                  "message per line")
 

@@ -148,6 +148,29 @@ def test_json_that_is_no_json_rpc_message_is_an_invalid_request(
     pong(server)
 
 
+@pytest.mark.parametrize("request_id", ["true", "{}", "[1]", "1.5", "null", None],
+                         ids=["true", "object", "array", "fraction", "null", "missing"])
+def test_a_request_without_a_usable_id_is_an_invalid_request(
+    server: Server, request_id: str | None
+) -> None:
+    """The SDK took ``{"id": true, "method": "ping"}`` (an id that is no string or integer, or
+    none at all) for a notification and answered nothing: a client waiting on it hung. Only
+    ``notifications/…`` methods are notifications in MCP; the rest get -32600 with id null."""
+    server.initialize()
+    for method in ("ping", "tools/list"):
+        line = '{"jsonrpc": "2.0", ' + (f'"id": {request_id}, ' if request_id else "") + \
+            f'"method": "{method}"}}'
+        server.send(line)
+        request, code, message = error_of(server.answer())
+        assert (request, code) == (None, -32600), message
+        assert message == (f"Invalid Request: {method!r} needs an id that is a string or an "
+                           f"integer (only notifications/… methods are notifications)")
+    server.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                 "params": {"requestId": "gone"}})  # a real notification: no answer
+    server.ping()
+    pong(server)
+
+
 def test_a_batch_array_gets_one_error_per_request_in_it(server: Server) -> None:
     """MCP took batches only in 2025-03-26; each request in one gets its own refusal, so no
     id is left waiting."""
