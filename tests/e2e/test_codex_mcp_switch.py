@@ -29,6 +29,7 @@ from runtime.switch.store import Store
 from tests.e2e.codex_cli import codex_bin  # noqa: F401 - pytest fixture
 from tests.e2e.codex_fake_api import Call, CodexFakeApi, Cue, Request, mcp_output, reply_text
 from tests.e2e.codex_tui import INPUT_HINT, CodexTui
+from tests.e2e.test_codex_config_reload import offered_namespaces
 from tests.e2e.test_codex_provision import host_profile, tui  # noqa: F401 - fixture
 from tests.e2e.test_codex_switch import NOT_SPEECH, RUNNING, input_texts
 from tests.fixtures.tmux import tmux_server, wait_for  # noqa: F401 - fixture
@@ -88,6 +89,28 @@ def queued_turn(api: CodexFakeApi, tui: CodexTui,  # noqa: F811 - not the fixtur
     wait_for(lambda: reply_text(request.index) in tui.capture(), timeout=60,
              what=f"the reply to the queued {message!r}")
     return request
+
+
+def tools_up(api: CodexFakeApi, tui: CodexTui, thread: str) -> None:  # noqa: F811
+    """Type cue-free prompts until a turn of ``thread`` offers the ``mcp__threadline`` tools.
+
+    A codex started by a switch or a rollback does not wait for its MCP servers (measured with
+    0.169.0: ``tl-rebuild mcp`` takes 1.6 s to answer initialize on a loaded 2-core machine, and
+    turns sent meanwhile carry no ``mcp__threadline`` namespace), so a cue typed at once can
+    reach a model that has no tool to call: the bounded probe waits the way a user would."""
+    offered: list[set[str]] = []
+    for attempt in range(1, 11):
+        before = len(api.requests)
+        prompt = f"are your tools up yet, attempt {attempt}?"
+        tui.type_prompt(prompt)
+        request = first_request(api, thread, before, prompt)
+        reply = reply_text(request.index)
+        wait_for(lambda: reply in tui.capture(), timeout=60,  # noqa: B023 - called at once
+                 what=f"the reply to {prompt!r}")
+        offered.append(offered_namespaces(request.body))
+        if MCP in offered[-1]:
+            return
+    raise AssertionError(f"no turn of {thread} offered {MCP}: {offered}")
 
 
 def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
@@ -154,6 +177,7 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
              what="the watch to end")
 
     # the model asks to go back over MCP: status, then rollback with the id it returned
+    tools_up(api, tui, new)
     before = len(api.requests)
     tui.type_prompt("that was wrong, ROLLBACK please")
     wait_for(lambda: "rollback requested" in tui.capture(), timeout=60, what="the MCP rollback")
@@ -169,6 +193,7 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
     assert mcp_output(rollback.body["input"][-1]["output"])["state"] == "rollback_pending"
 
     # dirty, by default, measures the thread the pane's codex writes (the old one again)
+    tools_up(api, tui, old)
     before = len(api.requests)
     tui.type_prompt("how much noise is left, DIRTY?")
     wait_for(lambda: "noise measured" in tui.capture(), timeout=60, what="the MCP dirty")
