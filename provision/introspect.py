@@ -130,23 +130,31 @@ _SAME_USER: dict[tuple[int, str], int | None] = {}
 
 
 def tmux_base(host: Host, profile: Profile) -> list[str]:
-    """``tmux`` addressing the claude user's server: ``-L NAME`` when apply runs as that user;
-    as another user (root), ``-S`` the user's socket (``user_socket_path``)."""
+    """``tmux`` addressing the claude user's server: ``-S`` the profile's socket_path; else
+    ``-L NAME`` when apply runs as that user; as another user (root), ``-S`` the user's socket
+    (``user_socket_path``)."""
     return tmux_argv(profile.door.tmux_socket_name or "", user_socket_path(host, profile))
 
 
 def user_socket_path(host: Host, profile: Profile) -> str:
-    """``$TMUX_TMPDIR/tmux-<claude uid>/NAME`` when who runs provision is not the claude user
+    """The socket path that reaches the claude user's server, "" when ``-L`` does: the
+    profile's ``door.tmux.socket_path`` as given (absolute, whoever runs provision); else
+    ``$TMUX_TMPDIR/tmux-<claude uid>/NAME`` when who runs provision is not the claude user
     (root): ``-L`` would look in root's own socket folder (``tmux-0``) and never find the
-    user's server; "" when it is that user."""
+    user's server."""
+    if profile.door.tmux_socket_path:
+        return profile.door.tmux_socket_path
     key = (id(host), profile.claude.user)
     if key not in _SAME_USER:
         _SAME_USER[key] = _other_uid(host, profile.claude.user)
     uid = _SAME_USER[key]
-    if uid is None:
-        return ""
+    return "" if uid is None else _named_socket(uid, profile.door.tmux_socket_name or "default")
+
+
+def _named_socket(uid: int, name: str) -> str:
+    """The socket of ``tmux -L NAME`` for user ``uid`` (tmux's own rule)."""
     folder = os.environ.get("TMUX_TMPDIR") or "/tmp"
-    return f"{folder.rstrip('/')}/tmux-{uid}/{profile.door.tmux_socket_name or 'default'}"
+    return f"{folder.rstrip('/')}/tmux-{uid}/{name}"
 
 
 def _other_uid(host: Host, user: str) -> int | None:
@@ -161,18 +169,27 @@ def _other_uid(host: Host, user: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
+def _server_label(profile: Profile) -> str:
+    """The tmux server the profile names, as messages say it."""
+    if profile.door.tmux_socket_path:
+        return f"socket path {profile.door.tmux_socket_path!r}"
+    return f"socket {profile.door.tmux_socket_name or 'default'!r}"
+
+
 def _tmux(host: Host, profile: Profile) -> Launch:
     target = profile.door.tmux_target or ""
     result = host.run([*tmux_base(host, profile), "list-panes", "-a", "-F", F.PANE_FORMAT])
     if not result.ok:
-        raise IntrospectError(f"tmux list-panes failed on socket "
-                              f"{profile.door.tmux_socket_name or 'default'!r}: "
+        _refuse_other_server(host, profile, f"tmux list-panes failed on {_server_label(profile)}")
+        raise IntrospectError(f"tmux list-panes failed on {_server_label(profile)}: "
                               f"{result.stderr.strip()}")
     panes = F.parse_tmux_panes(result.stdout)
     pane = next((p for p in panes if target in (p.target, p.pane_id)), None)
     if pane is None:
-        raise IntrospectError(f"tmux pane {target!r} not found (panes: "
-                              f"{', '.join(p.target for p in panes) or 'none'})")
+        _refuse_other_server(host, profile,
+                             f"tmux pane {target!r} not found on {_server_label(profile)}")
+        raise IntrospectError(f"tmux pane {target!r} not found on {_server_label(profile)} "
+                              f"(panes: {', '.join(p.target for p in panes) or 'none'})")
     evidence = [f"tmux pane {pane.target} ({pane.pane_id}) pid={pane.pid} "
                 f"start_command={pane.start_command}"]
     if pane.dead:
@@ -200,6 +217,57 @@ def _tmux(host: Host, profile: Profile) -> Launch:
     workdir = configured.cwd or (live.cwd if live else None) or pane.start_path or None
     launch = _settle(host, profile, source, configured, live, workdir, evidence)
     return Launch(**{**launch.__dict__, "tmux": tuple(tmux_base(host, profile))})
+
+
+def _refuse_other_server(host: Host, profile: Profile, what: str) -> None:
+    """When the profile names no server and the profile's agent runs under another tmux
+    server (its ``TMUX`` names a socket other than the default one searched), the
+    IntrospectError naming that socket, so "pane not found" does not send the user looking
+    for a pane that is there."""
+    if profile.door.tmux_socket_name or profile.door.tmux_socket_path:
+        return
+    searched = os.path.normpath(user_socket_path(host, profile)
+                                or _named_socket(os.getuid(), "default"))
+    for pid, path in _agent_tmux_sockets(host, profile):
+        if os.path.normpath(path) == searched:
+            continue
+        folder, name = os.path.split(path)
+        same_folder = folder == os.path.dirname(searched)
+        raise IntrospectError(
+            f"{what}, but {profile.agent.value} (pid {pid}) runs under the tmux server at "
+            f"{path!r} (its TMUX); set door.tmux.socket_path: {path}"
+            + (f" (or socket_name: {name})" if same_folder else ""))
+
+
+def _agent_tmux_sockets(host: Host, profile: Profile) -> list[tuple[int, str]]:
+    """``(pid, socket path)`` of each running agent of the profile (its program, its HOME or
+    CODEX_HOME) whose ``TMUX`` names a tmux server; bounded, unreadable processes skipped."""
+    from runtime.procfs import parse_environ
+
+    found: list[tuple[int, str]] = []
+    for name in host.listdir("/proc")[:4096]:
+        argv = F.strip_interpreter(decode_cmdline(
+            host.read_bytes(f"/proc/{name}/cmdline") or b"")) if name.isdigit() else ()
+        if not argv or not _is_agent(argv[0], profile.claude.binary, profile.agent):
+            continue
+        env = parse_environ(host.read_bytes(f"/proc/{name}/environ") or b"")
+        path = F.parse_tmux_variable(env.get("TMUX", ""))
+        if path is not None and _agents_home(host, profile, env):
+            found.append((int(name), path))
+    return found
+
+
+def _agents_home(host: Host, profile: Profile, env: dict[str, str]) -> bool:
+    """True when a process with environment ``env`` is the profile's agent: codex with the
+    profile's CODEX_HOME, claude with the profile's HOME (another user's, or a test's, is not)."""
+    home = env.get("HOME", "")
+    if profile.codex is not None:
+        used = env.get(codex.HOME_VAR) or (f"{home.rstrip('/')}/.codex" if home else "")
+        wanted = profile.codex.home
+    else:
+        used, wanted = home, profile.claude.home
+    return bool(used) and host.realpath(os.path.normpath(used)) == \
+        host.realpath(os.path.normpath(wanted))
 
 
 def _pane_command(host: Host, profile: Profile, pane: F.Pane) -> F.ShellCommand:
@@ -375,8 +443,8 @@ def _systemd(host: Host, profile: Profile) -> Launch:
                                   f"it as 'tl-launch --pointer P -- claude …' (HANDOFF §7)")
         if not profile.door.tmux_target:
             raise IntrospectError(f"unit {unit!r} runs claude in tmux: name its pane in "
-                                  f"door.tmux.target (and socket_name) so a restart can "
-                                  f"answer claude's warnings")
+                                  f"door.tmux.target (and socket_name or socket_path) so a "
+                                  f"restart can answer claude's warnings")
         from runtime.doors.systemd_launch import parse_args
 
         try:

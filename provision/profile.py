@@ -79,6 +79,7 @@ class DoorSpec:
     kind: DoorKind
     tmux_target: str | None = None
     tmux_socket_name: str | None = None
+    tmux_socket_path: str | None = None  # absolute: the server of ``tmux -S PATH``
     tmux_unit: str | None = None
     systemd_unit: str | None = None
     systemd_pointer_path: str | None = None
@@ -266,12 +267,15 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     """Validate a parsed mapping and freeze it into a Profile."""
-    from runtime.config import regex_errors, value_errors
+    from runtime.config import regex_errors, tmux_socket_problem, value_errors
 
     problems = profile_errors(data)
     if isinstance(data, dict):
         problems += regex_errors({"rebuild": data.get("rebuild", {})}) + value_errors(data)
         problems += control_errors({k: v for k, v in data.items() if k != "rebuild"})
+    if not problems and (socket := tmux_socket_problem(data["door"].get("tmux", {}),
+                                                       "door.tmux.")):
+        problems.append(socket)
     agent = AgentKind.parse(data.get("agent", "claude")) if not problems else AgentKind.CLAUDE
     if not problems and (door_problem := agent.door_problem(DoorKind(data["door"]["kind"]),
                                                             "door.kind")):
@@ -289,7 +293,8 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
         claude=_agent_user(data),
         door=DoorSpec(
             kind=DoorKind(door["kind"]), tmux_target=tmux.get("target"),
-            tmux_socket_name=tmux.get("socket_name") or None, tmux_unit=tmux.get("unit"),
+            tmux_socket_name=tmux.get("socket_name") or None,
+            tmux_socket_path=tmux.get("socket_path") or None, tmux_unit=tmux.get("unit"),
             systemd_unit=systemd.get("unit"), systemd_pointer_path=systemd.get("pointer_path"),
             pointer_path=pointer.get("path"), pointer_runner=pointer.get("runner"),
         ),

@@ -89,12 +89,13 @@ class RebuildConfig(Record):
 
 
 class TmuxConfig(Record):
-    """The tmux door: the pane claude runs in and the server's socket name."""
+    """The tmux door: the pane claude runs in and its server, by socket name (``-L``) or by
+    socket path (``-S``: a server started with ``tmux -S``; also what tl-provision accept
+    sets when it runs as root against another user's server, where -L would look in root's
+    own folder)."""
 
     target: str = ""
     socket_name: str = ""
-    # not read from the TOML: the user's socket by path (-S), set by tl-provision accept when
-    # it runs as root against another user's server, where -L would look in root's own folder
     socket_path: str = ""
 
 
@@ -199,6 +200,9 @@ def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Con
     if not problems and agent.needs_home and not data.get("codex_home"):
         problems.append(f"agent: {agent.value!r} needs codex_home (the CODEX_HOME of the "
                         f"running {agent.value})")
+    tmux = data.get("switch", {}).get("tmux", {}) if not problems else {}
+    if socket := tmux_socket_problem(tmux, "switch.tmux."):
+        problems.append(socket)
     door = DoorKind(data.get("switch", {}).get("door", "tmux")) if not problems else None
     if door is not None and (door_problem := agent.door_problem(door, "switch.door")):
         problems.append(door_problem)
@@ -231,6 +235,16 @@ def config_from_mapping(data: dict[str, Any], source: Path | None = None) -> Con
         switch=SwitchConfig(**switch),
         source=source,
     )
+
+
+def tmux_socket_problem(tmux: dict[str, Any], prefix: str) -> str | None:
+    """A tmux door naming its server twice, by ``socket_name`` (``-L``) and ``socket_path``
+    (``-S``): one of them would be silently ignored (``runtime.doors.tmux.tmux_argv``)."""
+    if tmux.get("socket_name") and tmux.get("socket_path"):
+        return (f"{prefix}socket_path: {tmux['socket_path']!r} given together with "
+                f"{prefix}socket_name {tmux['socket_name']!r}; name the tmux server once "
+                f"(socket_path for tmux -S, socket_name for tmux -L)")
+    return None
 
 
 def _path(value: str | None) -> Path | None:

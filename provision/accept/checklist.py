@@ -252,9 +252,11 @@ def load_scene(profile: Profile, host: Host, out: Checklist) -> Scene:
 
 
 def users_tmux(config: Config, host: Host, profile: Profile) -> Config:
-    """``config`` whose tmux door addresses the agent user's server by its socket path when
-    accept runs as someone else (root): the door's ``-L NAME`` would look in root's own socket
-    folder and find no pane (apply reaches it the same way, provision.introspect.tmux_base)."""
+    """``config`` whose tmux door addresses the agent user's server by its socket path: the
+    profile's ``door.tmux.socket_path`` (the rendered config has it already), or, when accept
+    runs as someone else (root), the user's ``-L NAME`` socket: the door's ``-L NAME`` would
+    look in root's own socket folder and find no pane (apply reaches it the same way,
+    provision.introspect.tmux_base)."""
     from provision.introspect import user_socket_path
     from runtime.doors.kind import DoorKind
 

@@ -172,6 +172,17 @@ def split_env_wrapper(argv: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tup
     return tuple(rest), tuple(env)
 
 
+def parse_tmux_variable(value: str) -> str | None:
+    """The socket path of the server a process runs under, from its ``TMUX`` variable
+    (``/tmp/tmux-1000/default,2411,0``: socket path, server pid, session index); None when
+    the value is not of that shape."""
+    path, _, rest = value.rpartition(",")
+    path, _, server = path.rpartition(",")
+    if not path.startswith("/") or not server.isdigit() or not rest.isdigit():
+        return None
+    return path
+
+
 def parse_tmux_environment(text: str) -> dict[str, str]:
     """``tmux show-environment -t SESSION`` → the variables the session sets.
 

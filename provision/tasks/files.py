@@ -332,6 +332,7 @@ def config_context(ctx: Context) -> dict[str, Any]:
         "request_max_age_hours": float(profile.request_max_age_hours),
         "environment": list(environment_names(launch, profile.claude.config_dir)),
         "tmux_target": door.tmux_target or "", "tmux_socket_name": door.tmux_socket_name or "",
+        "tmux_socket_path": door.tmux_socket_path or "",
         "systemd_unit": door.systemd_unit or "",
         "systemd_pointer_path": pointer_path(profile) if door.kind is DoorKind.SYSTEMD else "",
         "systemd_sudo_user": profile.claude.user if door.kind is DoorKind.SYSTEMD and (

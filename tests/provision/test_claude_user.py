@@ -15,6 +15,7 @@ import os
 import shlex
 import stat
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -88,8 +89,8 @@ def owner_mode(path: Path) -> tuple[int, int, int]:
 
 
 def deploy(user: SecondUser, *flags: str) -> tuple[Path, Path, str]:
-    """The user's claude (a stand-in, with ``flags``) in its own tmux; a profile; a root-owned
-    leftover."""
+    """The user's claude (a stand-in, with ``flags``) in its own tmux (``-L tl-user``, or
+    ``-S user.tmux_socket_path`` when set); a profile; a root-owned leftover."""
     root, home = user.root, user.home
     workdir = home / "work dir"
     project = project_dir_for(str(workdir), str(home / ".claude"))
@@ -117,7 +118,9 @@ def deploy(user: SecondUser, *flags: str) -> tuple[Path, Path, str]:
     (state / "operations").mkdir(mode=0o700)  # an earlier root run's leftover
     profile = {
         "host": "vps", "claude": {"user": NAME, "home": str(home), "binary": str(claude)},
-        "door": {"kind": "tmux", "tmux": {"target": "claude:0.0", "socket_name": "tl-user"}},
+        "door": {"kind": "tmux", "tmux": {"target": "claude:0.0", **(
+            {"socket_path": user.tmux_socket_path} if user.tmux_socket_path
+            else {"socket_name": "tl-user"})}},
         "install": {"config_path": str(config), "state_dir": str(state)}}
     host_yml = root / "host.yml"
     host_yml.write_text(yaml.safe_dump(profile, sort_keys=False))
@@ -170,6 +173,31 @@ def test_apply_as_root_leaves_everything_the_claude_users_and_its_switch_activat
     # (remain-on-exit left on by the switch is issue 10 §3's, reported separately)
     assert [f for f in json.loads(after.stdout)["findings"]
             if f["check"].startswith("owner")] == []
+
+
+def test_apply_as_root_reaches_the_users_tmux_on_its_own_socket_file(
+        second_user: SecondUser) -> None:  # noqa: F811
+    user = second_user
+    folder = user.root / "run"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, UID, GID)
+    user.tmux_socket_path = str(folder / "claude.sock")  # tmux -S: no tmux-<uid> folder
+    host_yml, config, _ = deploy(user)
+
+    first = apply(user, host_yml)
+
+    assert all(status in ("ok", "changed") for status, _ in first.values()), json.dumps(first)
+    assert tomllib.loads(config.read_text())["switch"]["tmux"]["socket_path"] == \
+        user.tmux_socket_path
+    drift = user.run(TL_PROVISION, "drift", "--json", str(host_yml), as_user=False, check=False)
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+    # the runtime door, as the user, from the rendered config: the same pane
+    pid = user.tmux("display-message", "-p", "-t", "claude:0.0", "#{pane_pid}").stdout.strip()
+    shown = user.run(sys.executable, "-c", "import sys; from runtime.config import load_config; "
+                     "from runtime.doors.tmux import TmuxDoor; "
+                     "print(TmuxDoor.from_config(load_config(sys.argv[1])).identity())",
+                     str(config))
+    assert shown.stdout.strip() == pid
 
 
 def test_drift_and_accept_name_a_state_dir_entry_that_is_not_the_claude_users(

@@ -83,11 +83,14 @@ def test_prefer_live_takes_the_live_argv(deployment: Deployment) -> None:
     assert any("profile prefers live" in line for line in launch.evidence)
 
 
-def test_missing_pane_names_the_target_and_the_panes_found(deployment: Deployment) -> None:
+def test_missing_pane_names_the_target_the_server_and_the_panes_found(
+        deployment: Deployment) -> None:
     deployment.start()
     profile = _profile(deployment, door={"kind": "tmux", "tmux": {
         "target": "nosuch:0.0", "socket_name": deployment.tmux.socket_name}})
-    with pytest.raises(IntrospectError, match=r"'nosuch:0.0' not found \(panes: main:0.0\)"):
+    with pytest.raises(IntrospectError, match=rf"'nosuch:0.0' not found on socket "
+                                              rf"'{deployment.tmux.socket_name}' "
+                                              rf"\(panes: main:0.0\)"):
         introspect(LocalHost(), profile)
 
 

@@ -156,3 +156,32 @@ def test_a_host_name_must_be_one_line_without_control_characters(host: str) -> N
     assert profile_errors(_with(host=host)) == [
         f"host: {host!r} must be one line without control characters (a name for reports)"]
     assert profile_errors(_with(host="vps-1 (Frankfurt) ✓")) == []
+
+
+def test_a_tmux_socket_path_is_read_as_the_server_of_the_door() -> None:
+    profile = profile_from_mapping(_with(door={"kind": "tmux", "tmux": {
+        "target": "main:0.0", "socket_path": "/run/user/1000/claude.sock"}}))
+    assert profile.door.tmux_socket_path == "/run/user/1000/claude.sock"
+    assert profile.door.tmux_socket_name is None
+
+
+@pytest.mark.parametrize("path", ["claude.sock", "./tmux/claude.sock", "~/claude.sock", ""])
+def test_a_tmux_socket_path_that_is_not_absolute_is_refused_naming_the_key(path: str) -> None:
+    data = _with(door={"kind": "tmux", "tmux": {"target": "main:0.0", "socket_path": path}})
+    with pytest.raises(ProfileError) as caught:
+        profile_from_mapping(data)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"door.tmux.socket_path: {path!r} must be an absolute path (the socket of tmux -S)" \
+        in message
+
+
+def test_a_tmux_socket_path_given_with_a_socket_name_is_refused_naming_both() -> None:
+    data = _with(door={"kind": "tmux", "tmux": {"target": "main:0.0", "socket_name": "work",
+                                                 "socket_path": "/tmp/claude.sock"}})
+    with pytest.raises(ProfileError) as caught:
+        profile_from_mapping(data)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "door.tmux.socket_path: '/tmp/claude.sock' given together with " \
+        "door.tmux.socket_name 'work'" in message

@@ -33,8 +33,8 @@ def _config_context(**changes):
         "expected_channel_servers": ["companion"], "request_max_age_hours": 24.0,
         "environment": ["CLAUDE_CONFIG_DIR"],
         "tmux_target": "main:0.0",
-        "tmux_socket_name": "", "systemd_unit": "", "systemd_pointer_path": "",
-        "systemd_sudo_user": "",
+        "tmux_socket_name": "", "tmux_socket_path": "", "systemd_unit": "",
+        "systemd_pointer_path": "", "systemd_sudo_user": "",
         "pointer_path": "",
     }
     context.update(changes)
@@ -50,6 +50,15 @@ def test_config_renders_and_loads_with_the_runtime_validator() -> None:
     assert data["rebuild"]["speech_tools"] == [{"name": "mcp__x__relay", "path": "payload.text"}]
     assert data["switch"]["request_max_age_hours"] == 24.0
     assert data["switch"]["environment"] == ["CLAUDE_CONFIG_DIR"]  # names only, never values
+
+
+def test_a_socket_path_is_written_only_when_the_profile_names_one() -> None:
+    plain = tomllib.loads(render("config.toml.j2", _config_context()).decode())
+    assert "socket_path" not in plain["switch"]["tmux"]  # configs of -L hosts stay as they were
+    content = render("config.toml.j2", _config_context(tmux_socket_path="/run/claude/tmux.sock"))
+    validate_config(content)
+    tmux = tomllib.loads(content.decode())["switch"]["tmux"]
+    assert tmux == {"target": "main:0.0", "socket_name": "", "socket_path": "/run/claude/tmux.sock"}
 
 
 def test_a_missing_template_variable_is_a_render_error() -> None:

@@ -61,3 +61,13 @@ def test_tmux_show_environment_lists_what_the_session_sets_not_what_it_removed()
     assert F.parse_tmux_environment(captured) == {
         "CLAUDE_CONFIG_DIR": "/srv/claude cfg", "EMPTY": "",
         "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1"}
+
+
+@pytest.mark.parametrize(("value", "socket"), [
+    ("/tmp/tmux-1000/default,2411,0", "/tmp/tmux-1000/default"),
+    ("/run/claude/my,odd.sock,77,3", "/run/claude/my,odd.sock"),  # a comma in the path
+    ("", None), ("screen", None), ("relative.sock,1,0", None), ("/tmp/s,x,0", None),
+])
+def test_the_tmux_variable_names_the_socket_of_the_server_a_process_runs_under(
+        value: str, socket: str | None) -> None:
+    assert F.parse_tmux_variable(value) == socket

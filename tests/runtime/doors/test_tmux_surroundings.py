@@ -195,3 +195,37 @@ def test_enter_goes_to_the_agents_pane_only_when_the_window_synchronizes_its_pan
     wait_for(lambda: "x" in tmux_server.capture("=claude:0.1"), what="the marker key")
     assert not (tmp_path / "users-shell").exists()
     assert tmux_server.cmd("list-buffers").stdout == buffers
+
+
+def test_a_config_with_a_socket_path_reaches_the_server_on_that_socket_file_only(
+    tmux_server: TmuxServer, tmp_path: Path
+) -> None:
+    from runtime.config import load_config
+
+    own = TmuxServer("", socket_path=str(tmp_path / "claude.sock"))  # tmux -S, not -L
+    try:
+        agent = own.new_session("claude", "sleep 600", cwd="/")
+        bystander = tmux_server.new_session("claude", "sleep 601", cwd="/")  # same target
+        config = tmp_path / "config.toml"
+        config.write_text(f'[switch.tmux]\ntarget = "claude:0.0"\n'
+                          f'socket_path = "{own.socket_path}"\n')
+        door = TmuxDoor.from_config(load_config(config))
+        assert door.identity() == str(own.pane_pid(agent))
+        assert door.identity() != str(tmux_server.pane_pid(bystander))
+    finally:
+        own.kill()
+
+
+def test_a_config_naming_the_tmux_server_by_name_and_by_path_is_refused(tmp_path: Path) -> None:
+    from runtime.config import load_config
+    from runtime.errors import ConfigError
+
+    config = tmp_path / "config.toml"
+    config.write_text('[switch.tmux]\ntarget = "claude:0.0"\nsocket_name = "work"\n'
+                      'socket_path = "/run/claude.sock"\n')
+    with pytest.raises(ConfigError, match=r"switch\.tmux\.socket_path: '/run/claude\.sock' "
+                                          r"given together with switch\.tmux\.socket_name "):
+        load_config(config)
+    config.write_text('[switch.tmux]\ntarget = "claude:0.0"\nsocket_path = "claude.sock"\n')
+    with pytest.raises(ConfigError, match=r"switch\.tmux\.socket_path: "):
+        load_config(config)
