@@ -248,6 +248,12 @@ def test_drill_fails_when_the_plugin_would_not_start_because_its_marketplace_is_
     # 2.1.328 starts no server for it (measured). The stand-in keeps that shape, so the
     # drill's health check finds the plugin's server absent, as every real switch would.
     install_official_plugin(installed.home, marketplace=False)
+    # the absent server is missing evidence, judged when the activation timeout runs out:
+    # 8 s instead of the default 20 (the companion's stand-in server starts in well under 1 s)
+    text = installed.config_path.read_text()
+    assert "\n[switch]\n" in text
+    installed.config_path.write_text(
+        text.replace("\n[switch]\n", "\n[switch]\nactivation_timeout_seconds = 8.0\n", 1))
     report = accept(installed, drill=True)
     lines = drill_lines(report)
     assert lines["drill channel servers recognised"] == FAIL

@@ -39,7 +39,7 @@ def test_a_bad_regex_is_reported_together_with_schema_errors() -> None:
     ("a: " + "[" * 3000 + "]" * 3000 + "\n", "nested deeper than 64 levels"),
     ("a: " + "[" * 100 + "]" * 100 + "\n", "nested deeper than 64 levels"),
     (BOMB, "expands to more than 100000 values"),
-])
+], ids=["nested-3000", "nested-100", "alias-bomb"])
 def test_deep_nesting_and_alias_bombs_are_a_one_line_error_with_rc_2(
     tmp_path: Path, text: str, message: str,
 ) -> None:
