@@ -11,7 +11,8 @@ fake model gives (the ``session-id`` header of its requests).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from runtime import procfs
 from tests.e2e.codex_cli import CodexHome
@@ -62,13 +63,35 @@ class CodexTui:
     def threads(self, pid: int | None = None) -> tuple[str, ...]:
         return procfs.codex_writer_locks(self.home.root, pid or self.pane_pid())
 
-    def type_prompt(self, text: str, timeout: float = 30.0) -> None:
-        """Type ``text``, wait until the pane shows it, press Enter."""
+    def type_prompt(self, text: str, timeout: float = 30.0,
+                    sent: Callable[[], object] | None = None) -> None:
+        """Type ``text``, wait until the pane shows it, press Enter until it is sent: until
+        ``sent()`` is true when given (the fake model has the request), else until the
+        composer is empty (its placeholder ``INPUT_HINT`` shows).
+
+        Enter is pressed again, 2 s after the previous press, while the composer still holds
+        text. Keys sent at once arrive as a burst, which codex 0.169.0 takes for a paste
+        without bracketed-paste markers: an Enter within 120 ms of its last character
+        (``PASTE_ENTER_SUPPRESS_WINDOW`` in codex-rs/tui paste_burst.rs) becomes a newline and
+        nothing is sent. A codex that has just resumed a thread can also take the prompt out
+        of the composer and put it back unsent (seen after a rollback: the placeholder showed,
+        then the prompt again, and no request came for a minute until Enter was pressed)."""
         self.tmux.cmd("send-keys", "-t", self.target, "-l", text)
         probe = text[-30:]
         wait_for(lambda: probe in self.capture().replace("\n", ""), timeout=timeout,
                  what=f"typed text {probe!r} to show in the pane")
-        self.tmux.cmd("send-keys", "-t", self.target, "Enter")
+        deadline = time.monotonic() + timeout
+        press = time.monotonic()
+        while time.monotonic() < deadline:
+            empty = INPUT_HINT in self.capture()
+            if sent() if sent is not None else empty:
+                return
+            if not empty and time.monotonic() >= press:
+                self.tmux.cmd("send-keys", "-t", self.target, "Enter")
+                press = time.monotonic() + 2.0
+            time.sleep(0.05)
+        raise AssertionError(f"{probe!r} was not sent within {timeout:g}s of Enter presses; "
+                             f"the pane shows:\n{self.capture()[-1500:]}")
 
     def pane_pid(self) -> int:
         return self.tmux.pane_pid(self.target)

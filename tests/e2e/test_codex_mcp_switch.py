@@ -14,6 +14,7 @@ whose ``thread_rebuild_dirty`` then measures that thread's rollout, not the newe
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -51,6 +52,7 @@ CUES = (
     Cue("DIRTY", (Call("thread_rebuild_dirty", {}, MCP),), after_text="noise measured"),
 )
 OPTIONS = ("--no-daemon",)
+PROBES = itertools.count(1)  # each probe prompt is unique in the thread
 
 
 @pytest.fixture
@@ -91,19 +93,29 @@ def queued_turn(api: CodexFakeApi, tui: CodexTui,  # noqa: F811 - not the fixtur
     return request
 
 
+def say(api: CodexFakeApi, tui: CodexTui, thread: str, text: str) -> Request:  # noqa: F811
+    """Type ``text`` into the pane and press Enter until the fake model has the request of
+    ``thread`` that carries it (codex_tui.CodexTui.type_prompt); that request."""
+    before = len(api.requests)
+
+    def sent() -> bool:
+        return any(r.session_id == thread and text in json.dumps(r.body)
+                   for r in api.requests[before:])
+    tui.type_prompt(text, timeout=60, sent=sent)
+    return first_request(api, thread, before, text)
+
+
 def tools_up(api: CodexFakeApi, tui: CodexTui, thread: str) -> None:  # noqa: F811
     """Type cue-free prompts until a turn of ``thread`` offers the ``mcp__threadline`` tools.
 
     A codex started by a switch or a rollback does not wait for its MCP servers (measured with
-    0.169.0: ``tl-rebuild mcp`` takes 1.6 s to answer initialize on a loaded 2-core machine, and
+    0.169.0: ``tl-rebuild mcp`` takes 1.4 s to answer initialize on an idle 2-core machine, and
     turns sent meanwhile carry no ``mcp__threadline`` namespace), so a cue typed at once can
     reach a model that has no tool to call: the bounded probe waits the way a user would."""
     offered: list[set[str]] = []
-    for attempt in range(1, 11):
-        before = len(api.requests)
-        prompt = f"are your tools up yet, attempt {attempt}?"
-        tui.type_prompt(prompt)
-        request = first_request(api, thread, before, prompt)
+    for _ in range(10):
+        prompt = f"are your tools up yet, probe {next(PROBES)}?"
+        request = say(api, tui, thread, prompt)
         reply = reply_text(request.index)
         wait_for(lambda: reply in tui.capture(), timeout=60,  # noqa: B023 - called at once
                  what=f"the reply to {prompt!r}")
@@ -134,8 +146,9 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
     queued = queued_turn(api, tui, old, "a queued note: the key is under the mat")
 
     # the model asks for the rebuild over MCP; the end of that turn switches the pane
+    tools_up(api, tui, old)
     before = len(api.requests)
-    tui.type_prompt("the context is noisy, please REBUILD")
+    say(api, tui, old, "the context is noisy, please REBUILD")
     wait_for(lambda: "rebuild registered" in tui.capture(), timeout=60, what="the MCP reply")
     (answered,) = call_results(api, old, before)
     output = answered.body["input"][-1]["output"]  # the request call's, last of the input
@@ -157,9 +170,7 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
 
     # the new codex's first request: every utterance verbatim, no reasoning or tool item
     wait_for(lambda: INPUT_HINT in tui.capture(), timeout=60, what="the resumed composer")
-    before = len(api.requests)
-    tui.type_prompt("what did I tell you?")
-    first = first_request(api, new, before, "what did I tell you?")
+    first = say(api, tui, new, "what did I tell you?")
     said = input_texts(first.body)
     for text in ("please remember the blue door", reply_text(0), "now run the listing please",
                  "the listing ran fine", "a queued note: the key is under the mat",
@@ -179,7 +190,7 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
     # the model asks to go back over MCP: status, then rollback with the id it returned
     tools_up(api, tui, new)
     before = len(api.requests)
-    tui.type_prompt("that was wrong, ROLLBACK please")
+    say(api, tui, new, "that was wrong, ROLLBACK please")
     wait_for(lambda: "rollback requested" in tui.capture(), timeout=60, what="the MCP rollback")
     wait_for(lambda: store.read(op_id).state.value not in (*RUNNING, "rollback_pending"),
              timeout=60, what="the rollback to end")
@@ -188,6 +199,7 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
     tui.pids.add(tui.pane_pid())
     wait_for(lambda: codex_writer_locks(tui.home.root, tui.pane_pid()) == (old,), timeout=30,
              what="the pane to write the old thread again")
+    wait_for(lambda: INPUT_HINT in tui.capture(), timeout=60, what="the resumed composer")
     status, rollback = call_results(api, new, before)  # both calls ran in the new thread
     assert mcp_output(status.body["input"][-1]["output"])["operation_id"] == op_id
     assert mcp_output(rollback.body["input"][-1]["output"])["state"] == "rollback_pending"
@@ -195,9 +207,10 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
     # dirty, by default, measures the thread the pane's codex writes (the old one again)
     tools_up(api, tui, old)
     before = len(api.requests)
-    tui.type_prompt("how much noise is left, DIRTY?")
+    say(api, tui, old, "how much noise is left, DIRTY?")
     wait_for(lambda: "noise measured" in tui.capture(), timeout=60, what="the MCP dirty")
     (measured,) = call_results(api, old, before)
     dirty = mcp_output(measured.body["input"][-1]["output"])
     assert dirty["transcript_source"] == "served session", dirty
     assert dirty["transcript"] == str(codex_rollout(tui.home.root / "sessions", old))
+
