@@ -64,7 +64,7 @@ def test_tmux_show_environment_lists_what_the_session_sets_not_what_it_removed()
 
 
 @pytest.mark.parametrize(("value", "socket"), [
-    ("/tmp/tmux-1000/default,2411,0", "/tmp/tmux-1000/default"),
+    ("/tmp/tmux-1000/work,2411,0", "/tmp/tmux-1000/work"),  # a -L work server
     ("/run/claude/my,odd.sock,77,3", "/run/claude/my,odd.sock"),  # a comma in the path
     ("", None), ("screen", None), ("relative.sock,1,0", None), ("/tmp/s,x,0", None),
 ])
