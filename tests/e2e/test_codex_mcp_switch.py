@@ -213,4 +213,3 @@ def test_the_model_requests_the_rebuild_over_mcp_and_a_rollback_over_mcp(
     dirty = mcp_output(measured.body["input"][-1]["output"])
     assert dirty["transcript_source"] == "served session", dirty
     assert dirty["transcript"] == str(codex_rollout(tui.home.root / "sessions", old))
-
