@@ -21,7 +21,7 @@ from provision.profile import Profile
 from runtime.agents import SHELLS, claude, codex, decode_cmdline
 from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
-from runtime.doors.tmux import tmux_argv
+from runtime.doors.tmux import parse_tmux_environment, tmux_argv
 
 TL_LAUNCH = "tl-launch"
 OWN_DROP_IN = "threadline-launch.conf"  # provision/tasks/files.py writes it
@@ -347,7 +347,7 @@ def _tmux_session_env(host: Host, profile: Profile, session: str,
                         f"{shown.stderr.strip()}")
         return {}
     refreshed = set(updated.stdout.split()) if updated.ok else set()
-    env = {k: v for k, v in F.parse_tmux_environment(shown.stdout).items()
+    env = {k: v for k, v in parse_tmux_environment(shown.stdout).items()
            if k not in refreshed}
     if env:
         evidence.append(f"tmux session {session} environment: {', '.join(sorted(env))}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from provision.errors import FactError, IntrospectError
+from runtime.doors.tmux import TMUX_ESCAPES, split_words
 
 SEP = "\x1f"  # list-panes field separator: cannot occur in tmux formats' values
 PANE_FORMAT = SEP.join(["#{session_name}:#{window_index}.#{pane_index}", "#{pane_id}",
@@ -49,50 +49,6 @@ def parse_tmux_panes(text: str) -> tuple[Pane, ...]:
     return tuple(panes)
 
 
-def split_words(text: str, escapes: dict[str, str], *, literal_single: bool,
-                unterminated: Callable[[str], Exception]) -> list[tuple[str, str]]:
-    """Split a command language's ``text`` into ``(word, as written)`` pairs.
-
-    Words are separated by spaces and tabs; a backslash takes the next character through
-    ``escapes`` (else the character itself), also inside double quotes — and inside single
-    quotes unless ``literal_single``. An unclosed quote raises ``unterminated(quote)``.
-    """
-    words: list[tuple[str, str]] = []
-    i, n = 0, len(text)
-    while i < n:
-        while i < n and text[i] in " \t":
-            i += 1
-        if i >= n:
-            break
-        start, word = i, []
-        while i < n and text[i] not in " \t":
-            ch = text[i]
-            if ch == "'" and literal_single:
-                end = text.find("'", i + 1)
-                if end < 0:
-                    raise unterminated(ch)
-                word.append(text[i + 1:end])
-                i = end + 1
-            elif ch in "'\"":
-                i += 1
-                while i < n and text[i] != ch:
-                    step = 2 if text[i] == "\\" and i + 1 < n else 1
-                    word.append(escapes.get(text[i + 1], text[i + 1]) if step == 2 else text[i])
-                    i += step
-                if i >= n:
-                    raise unterminated(ch)
-                i += 1
-            elif ch == "\\" and i + 1 < n:
-                word.append(escapes.get(text[i + 1], text[i + 1]))
-                i += 2
-            else:
-                word.append(ch)
-                i += 1
-        words.append(("".join(word), text[start:i]))
-    return words
-
-
-_TMUX_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "e": "\033"}
 
 
 def parse_tmux_words(text: str) -> list[str]:
@@ -105,7 +61,7 @@ def parse_tmux_words(text: str) -> list[str]:
         which = "single" if quote == "'" else "double"
         return FactError(f"unterminated {which} quote in tmux command: {text!r}")
 
-    return [word for word, _ in split_words(text, _TMUX_ESCAPES, literal_single=True,
+    return [word for word, _ in split_words(text, TMUX_ESCAPES, literal_single=True,
                                             unterminated=unterminated)]
 
 
@@ -181,22 +137,6 @@ def parse_tmux_variable(value: str) -> str | None:
     if not path.startswith("/") or not server.isdigit() or not rest.isdigit():
         return None
     return path
-
-
-def parse_tmux_environment(text: str) -> dict[str, str]:
-    """``tmux show-environment -t SESSION`` → the variables the session sets.
-
-    ``NAME=value`` sets; ``-NAME`` marks a variable removed from the session (not set, so not
-    listed).
-    """
-    env: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("-"):
-            continue
-        key, eq, value = line.partition("=")
-        if eq and _ASSIGN.match(line):
-            env[key] = value
-    return env
 
 
 def parse_pane_start_command(text: str) -> ShellCommand:

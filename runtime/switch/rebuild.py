@@ -25,6 +25,7 @@ from typing import Any
 from runtime import proc
 from runtime import procfs as ident
 from runtime.agents import claude
+from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
 from runtime.engine.items import sha256_text
 from runtime.errors import DoorError, IdentityConflictError, StoreError, ThreadlineError
@@ -381,10 +382,14 @@ class Rebuild(Job):
                 raise DoorError(f"the resumed old session is not running: {check.reason}")
             after = check.evidence.get("identity") or self.door.identity()
         except ThreadlineError as exc:
+            # under a claude, ``tl-rebuild restart`` starts the old session again, also in a
+            # pane tmux kept dead (the switch borrows remain-on-exit)
+            again = ("" if self.config.agent is AgentKind.CODEX else
+                     f"; start it again: tl-rebuild restart --session {old_id}")
             self.move(State.FAILED, "failed", {"code": "resume_failed", "message": str(exc)},
                       failure={"code": "resume_failed",
                                "message": f"new session unhealthy ({why}); "
-                                          f"resuming the old one failed: {exc}"})
+                                          f"resuming the old one failed: {exc}{again}"})
             return
         if not check.ok:
             why += f"; the resumed old session is not healthy either: {check.reason}"

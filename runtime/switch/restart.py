@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from runtime import procfs as ident
 from runtime.agents import claude
 from runtime.doors.base import Door
 from runtime.doors.kind import DoorKind
+from runtime.doors.tmux import DeadPane, TmuxDoor
+from runtime.errors import DoorError
 from runtime.switch import activation, health
 
 STABLE = 0.5  # the defaults of switch.activation_stable_seconds / activation_timeout_seconds
@@ -62,15 +65,53 @@ def not_a_claude(pid: int, resume_argv: Sequence[str], config_dir: Path | None) 
     in ``config_dir``. With ``renumber-windows`` an index target drifts onto another window
     when one before it closes; a respawn there would kill what runs in it (a user's shell)."""
     for candidate in (pid, *ident.descendants(pid)):
-        argv = ident.cmdline(candidate) or ()
-        if any(os.path.basename(arg) in claude.PROGRAMS for arg in argv[:2]):
-            return None
-        if argv and claude.same_launch(argv, resume_argv):
+        if claude_argv(ident.cmdline(candidate) or (), resume_argv):
             return None
         if config_dir is not None and ident.claude_session_record(config_dir, candidate):
             return None
     shown = " ".join(ident.cmdline(pid) or ("?",))
     return f"pid {pid} runs {shown[:120]!r} and no claude runs below it"
+
+
+def claude_argv(argv: Sequence[str], resume_argv: Sequence[str]) -> bool:
+    """Whether ``argv`` starts a claude: the program by name (``claude``, ``cli.js`` run by
+    node) or launched like the configured resume argv."""
+    if any(os.path.basename(arg) in claude.PROGRAMS for arg in argv[:2]):
+        return True
+    return bool(argv) and claude.same_launch(argv, resume_argv)
+
+
+def dead_not_a_claude(dead: DeadPane, resume_argv: Sequence[str]) -> str | None:
+    """Why a dead pane is not one to revive (None when its start command started claude: a
+    claude that crashed under ``remain-on-exit``, or a switch's respawn whose old session did
+    not come back). A dead shell or wrapper script is left to the user: what it would start
+    again is not known."""
+    if claude_argv(dead.argv, resume_argv):
+        return None
+    shown = shlex.join(dead.argv) if dead.argv else dead.command
+    return f"pid {dead.pid} exited; the pane was started as {shown[:120]!r}"
+
+
+def dead_environment(door: TmuxDoor, dead: DeadPane, names: Sequence[str],
+                     target: str) -> dict[str, str]:
+    """The launch variables ``names`` for the claude started again in a dead pane: the dead
+    claude's own assignments (a switch's ``env NAME=VALUE … claude``, a user's ``NAME=VALUE
+    claude``); a name tmux itself gives every process of the pane (the session's or global
+    environment) needs none. A name neither has cannot be carried — its value died with the
+    process — and the restart is refused naming it (a resume without ``CLAUDE_CONFIG_DIR``
+    finds no conversation)."""
+    carry = {name: value for name, value in dead.env if name in names}
+    inherited = door.inherited_names()
+    missing = [name for name in names if name not in carry and
+               (inherited is None or name not in inherited)]
+    if missing:
+        shown = ", ".join(missing)
+        raise DoorError(
+            f"cannot carry {shown} to claude in the dead tmux pane {target!r}: the pane's start "
+            f"command does not set it and tmux's environment does not have it; nothing was "
+            f"restarted — set it for the pane's session (tmux set-environment -t SESSION NAME "
+            f"VALUE) and run restart again")
+    return carry
 
 
 def ready(door: Door, want: health.Expectation, config_dir: Path | None,
@@ -115,7 +156,6 @@ def run_restart(args: argparse.Namespace) -> int:
     """``tl-rebuild restart``: restart claude on ``args.session`` and wait until it is ready."""
     from runtime.config import config_path_from, load_config
     from runtime.doors.base import open_door
-    from runtime.errors import DoorError
     from runtime.switch.job import carried_environment, environment_digests, with_environment
 
     config = load_config(config_path_from(args.config))
@@ -123,18 +163,28 @@ def run_restart(args: argparse.Namespace) -> int:
     if unresumable:
         raise DoorError(unresumable)
     door = open_door(config)
-    previous = door.identity()
-    pid = door.process_pid(previous)
     sw = config.switch
     project = config.project_dir
     config_dir = project.parent.parent if project is not None else None
-    if door.name is DoorKind.TMUX and pid is not None:
-        stranger = not_a_claude(pid, sw.resume_argv, config_dir)
+    dead = door.dead() if isinstance(door, TmuxDoor) else None
+    if dead is not None:  # claude exited and tmux kept the pane: start it there again
+        stranger = dead_not_a_claude(dead, sw.resume_argv)
         if stranger:
-            raise DoorError(f"tmux pane {sw.tmux.target!r} does not run claude ({stranger}); "
-                            f"nothing was restarted — check switch.tmux.target (tmux "
-                            f"list-panes -a shows where claude runs)")
-    old_argv = (ident.cmdline(pid) or ()) if pid else ()
+            raise DoorError(f"tmux pane {sw.tmux.target!r} is dead and no claude ran in it "
+                            f"({stranger}); nothing was restarted — check switch.tmux.target "
+                            f"(tmux list-panes -a shows where claude runs)")
+        previous, pid, old_argv = dead.pid, None, dead.argv
+    else:
+        previous = door.identity()
+        pid = door.process_pid(previous)
+        if door.name is DoorKind.TMUX and pid is not None:
+            stranger = not_a_claude(pid, sw.resume_argv, config_dir)
+            if stranger:
+                raise DoorError(f"tmux pane {sw.tmux.target!r} does not run claude "
+                                f"({stranger}); nothing was restarted — check "
+                                f"switch.tmux.target (tmux list-panes -a shows where claude "
+                                f"runs)")
+        old_argv = (ident.cmdline(pid) or ()) if pid else ()
     flags = tuple(dict.fromkeys([*claude.channel_flags(old_argv),
                                  *claude.channel_flags(sw.channel_flags)]))
     if door.name is DoorKind.SYSTEMD and not door.screen() and claude.asks_dev_warning(flags):
@@ -144,7 +194,9 @@ def run_restart(args: argparse.Namespace) -> int:
             f"answer it (run claude in tmux inside the unit and set switch.tmux.target; "
             f"HANDOFF §7)")
     carry: dict[str, str] = {}
-    if sw.environment and door.name.carries_environment:
+    if sw.environment and isinstance(door, TmuxDoor) and dead is not None:
+        carry = dead_environment(door, dead, sw.environment, sw.tmux.target)
+    elif sw.environment and door.name.carries_environment:
         found = carried_environment(sw.environment, pid)
         if found is None:
             raise DoorError(f"cannot read the environment of claude pid {pid} to carry "
@@ -162,7 +214,10 @@ def run_restart(args: argparse.Namespace) -> int:
         raise DoorError(f"claude restarted through the {door.name} door is not ready: "
                         f"{report.reason}")
     servers = ", ".join(sorted(report.evidence.get("channel_servers") or {})) or "none expected"
-    print(f"ready: session {args.session} (pid {report.evidence.get('pid')}), development-"
+    revived = (f"; claude pid {dead.pid} had exited, its dead pane was respawned"
+               if dead is not None else "")
+    print(f"ready: session {args.session} (pid {report.evidence.get('pid')}{revived}), "
+          f"development-"
           f"channels warnings answered: {report.evidence.get('warnings_confirmed', 0)}, "
           f"channel servers up: {servers}")
     return 0

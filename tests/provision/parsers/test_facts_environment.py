@@ -7,6 +7,7 @@ import pytest
 
 from provision.errors import IntrospectError
 from provision.parsers import facts as F
+from runtime.doors.tmux import parse_tmux_environment
 
 
 def test_inline_assignments_before_exec_are_the_launch_environment() -> None:
@@ -58,7 +59,7 @@ def test_new_session_e_values_in_a_unit_tmux_command_are_environment() -> None:
 def test_tmux_show_environment_lists_what_the_session_sets_not_what_it_removed() -> None:
     captured = ("-DISPLAY\n-KRB5CCNAME\nCLAUDE_CONFIG_DIR=/srv/claude cfg\nEMPTY=\n"
                 "SSH_AUTH_SOCK=/tmp/ssh-x/agent.1\n-WINDOWID\n")
-    assert F.parse_tmux_environment(captured) == {
+    assert parse_tmux_environment(captured) == {
         "CLAUDE_CONFIG_DIR": "/srv/claude cfg", "EMPTY": "",
         "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1"}
 

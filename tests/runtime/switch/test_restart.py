@@ -358,3 +358,55 @@ def test_a_process_named_claude_or_carrying_a_session_record_is_a_claude(tmp_pat
         for proc in (*procs, node, plain):
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.real_tmux
+def test_a_tmux_restart_refuses_a_dead_pane_in_which_no_claude_ran(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    """A user with ``remain-on-exit on`` in tmux.conf keeps every pane whose program exited.
+    When the index target drifted onto such a pane that ran a shell, ``restart`` refuses,
+    naming how it was started, and leaves it as it is: what a dead shell or script would
+    start again is not known, and the claude window is not touched."""
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",), target="claude:1.0")
+    world.start_pane(tmux_server)
+    claude_pid = tmux_server.pane_pid("claude:0.0")
+    tmux_server.cmd("set-option", "-g", "remain-on-exit", "on")
+    tmux_server.cmd("new-window", "-t", "claude:1", "-c", str(tmp_path),
+                    "bash --norc --noprofile -c 'exit 3'")
+    wait_for(lambda: tmux_server.display("claude:1.0", "#{pane_dead}") == "1",
+             what="the shell's pane dead")
+    dead_pid = tmux_server.pane_pid("claude:1.0")
+    done = subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith(
+        f"tl-rebuild: error: tmux pane 'claude:1.0' is dead and no claude ran in it (pid "
+        f"{dead_pid} exited; the pane was started as "
+        f"\"bash --norc --noprofile -c 'exit 3'\"); nothing was restarted"), done.stderr
+    assert tmux_server.display("claude:1.0", "#{pane_dead} #{pane_pid}") == f"1 {dead_pid}"
+    assert tmux_server.pane_pid("claude:0.0") == claude_pid
+    assert len(world.starts()) == 1  # the stand-in never started again
+
+
+@pytest.mark.parametrize(("command", "claude_ran"), [
+    # as tmux 3.3a shows them: a user's shell string (one quoted word), a switch's respawn,
+    # claude run by node, the stand-in of these tests (launched like resume_argv)
+    ('"claude --continue --channels plugin:telegram@claude-plugins-official"', True),
+    ('env CLAUDE_CONFIG_DIR=/home/claude/.claude /usr/local/bin/claude --resume abc', True),
+    ("/usr/bin/node /usr/lib/node_modules/@anthropic-ai/claude-code/cli.js --resume abc", True),
+    (f"{sys.executable} {STANDIN} --resume abc {' '.join(CHANNEL)}", True),
+    ('"bash --norc"', False),
+    ("/home/claude/bin/start-companion", False),  # a wrapper script: what it ran is not known
+    ('"claude --continue && echo done"', False),
+])
+def test_a_dead_pane_is_a_claudes_by_its_start_command(command: str, claude_ran: bool) -> None:
+    from runtime.doors.tmux import DeadPane, parse_start_command
+    from runtime.switch.restart import dead_not_a_claude
+
+    resume = [sys.executable, str(STANDIN), "--resume", "{session_id}", *CHANNEL]
+    dead = DeadPane("4242", command, *parse_start_command(command))
+    why = dead_not_a_claude(dead, resume)
+    assert (why is None) is claude_ran, why
+    if why is not None:
+        assert why.startswith("pid 4242 exited; the pane was started as "), why

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ import pytest
 from runtime.procfs import environ, value_digest
 from runtime.switch import ops
 from tests.fixtures.standin_claude import append_events, exchange, last_uuid
-from tests.fixtures.switch_world import World, tmux_world
+from tests.fixtures.switch_world import CHANNEL, TL_REBUILD, World, tmux_world
 from tests.fixtures.tmux import TmuxServer, tmux_server, wait_for  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.real_tmux
@@ -121,3 +123,79 @@ def test_without_the_config_dir_carried_the_resume_finds_no_conversation_and_rol
     rows = [json.loads(line) for line in world.record.read_text().splitlines()]
     not_found = [r["session"] for r in rows if r["event"] == "not_found"]
     assert not_found == [op.fact("new_session_id"), world.old_session]
+    assert failure["message"].endswith(
+        f"; start it again: tl-rebuild restart --session {world.old_session}"), failure
+
+
+def restart(world: World) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
+                           str(world.config_path)], capture_output=True, text=True, timeout=90)
+
+
+def test_after_a_failed_resume_the_dead_pane_is_restarted_once_tmux_has_the_environment(
+        tmp_path: Path, tmux_server: TmuxServer) -> None:
+    """The operator's way back after ``resume_failed``: the switch borrowed remain-on-exit, so
+    the pane is left dead, started by the failed resume without the launch's variables. With
+    the config fixed, ``restart`` refuses, naming them (their values died with the first
+    claude), and starts nothing; once they are set in the pane's tmux session it resumes the
+    old session there."""
+    world = inline_world(tmp_path, tmux_server, names=())
+    op_id = rebuild_at_stop(world)
+    assert world.wait_state(op_id) == "failed"
+    assert (world.store.read(op_id).failure or {}).get("code") == "resume_failed"
+    wait_for(lambda: tmux_server.display(world.target, "#{pane_dead}") == "1",
+             what="the pane left dead")
+    dead_pid = tmux_server.pane_pid(world.target)
+    text = world.config_path.read_text()
+    assert "environment = []\n" in text
+    world.config_path.write_text(text.replace(
+        "environment = []\n", f"environment = {list(CARRIED)!r}\n".replace("'", '"'), 1))
+    starts = len(world.starts())
+
+    refused = restart(world)
+    assert refused.returncode == 1, refused.stdout
+    assert refused.stderr.startswith(
+        "tl-rebuild: error: cannot carry CLAUDE_CONFIG_DIR, TL_TOKEN to claude in the dead tmux "
+        "pane 'claude:0.0': the pane's start command does not set it and tmux's environment "
+        "does not have it; nothing was restarted"), refused.stderr
+    assert tmux_server.display(world.target, "#{pane_dead} #{pane_pid}") == f"1 {dead_pid}"
+    assert len(world.starts()) == starts
+
+    tmux_server.cmd("set-environment", "-t", "claude", "CLAUDE_CONFIG_DIR",
+                    str(world.project_dir.parent.parent))
+    tmux_server.cmd("set-environment", "-t", "claude", "TL_TOKEN", SECRET)
+    done = restart(world)
+    assert done.returncode == 0, done.stderr
+    assert f"claude pid {dead_pid} had exited, its dead pane was respawned" in done.stdout
+    assert (environ(tmux_server.pane_pid(world.target)) or {}).get("TL_TOKEN") == SECRET
+
+
+def test_a_claude_that_crashed_in_a_pane_tmux_kept_is_restarted_there_with_its_environment(
+        tmp_path: Path, tmux_server: TmuxServer) -> None:
+    """A claude killed outright (a crash, the OOM killer) in a pane with the user's own
+    ``remain-on-exit on`` leaves the pane dead. ``tl-rebuild restart`` resumes the session in
+    it, with the launch's inline assignments read from the pane's start command — once the
+    process is gone nothing else holds them, and without the config dir the resume finds no
+    conversation — and leaves the user's remain-on-exit as it was."""
+    world = inline_world(tmp_path, tmux_server)
+    tmux_server.cmd("set-option", "-p", "-t", world.target, "remain-on-exit", "on")
+    dead_pid = tmux_server.pane_pid(world.target)
+    os.killpg(dead_pid, signal.SIGKILL)  # the stand-in and its channel server, as a crash would
+    wait_for(lambda: tmux_server.display(world.target, "#{pane_dead}") == "1",
+             what="the pane dead")
+
+    done = restart(world)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"ready: session {world.old_session} (pid "), done.stdout
+    assert f"claude pid {dead_pid} had exited, its dead pane was respawned" in done.stdout
+    pid = tmux_server.pane_pid(world.target)
+    assert pid != dead_pid and tmux_server.display(world.target, "#{pane_dead}") == "0"
+    env = environ(pid) or {}
+    assert env.get("TL_TOKEN") == SECRET
+    assert env.get("CLAUDE_CONFIG_DIR") == str(world.project_dir.parent.parent)
+    argv = world.starts()[-1]["argv"]
+    assert argv[argv.index("--resume") + 1] == world.old_session
+    assert " ".join(CHANNEL) in " ".join(argv)  # the channel flag of the dead claude kept
+    assert tmux_server.cmd("show-options", "-p", "-t", world.target,
+                           "remain-on-exit").stdout.strip() == "remain-on-exit on"
+    assert no_value_stored(world) == []
