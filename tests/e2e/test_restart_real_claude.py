@@ -11,7 +11,9 @@ so ``tl-provision drift`` exits 0 afterwards.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
@@ -91,6 +93,27 @@ def test_apply_restart_claude_ends_with_the_warning_answered_and_the_channel_hea
     start = fake_api.last_index
     machine.push_channel("heard after the restart")
     request = fake_api.wait_for_text("heard after the restart", after=start, timeout=60)
+    assert request.session_id == session
+
+    # then claude is killed outright (a crash) in a pane the user keeps (remain-on-exit):
+    # ``tl-rebuild restart`` starts the session again in the dead pane
+    pane.tmux.cmd("set-option", "-p", "-t", pane.target, "remain-on-exit", "on")
+    os.killpg(new_pid, signal.SIGKILL)
+    wait_for(lambda: pane.tmux.display(pane.target, "#{pane_dead}") == "1",
+             what="the pane dead")
+    revived = subprocess.run([str(TL_REBUILD), "restart", "--session", session, "--config",
+                              str(root / "etc" / "config.toml")], env=machine.env,
+                             capture_output=True, text=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+    assert revived.returncode == 0, revived.stdout + revived.stderr
+    assert f"claude pid {new_pid} had exited, its dead pane was respawned" in revived.stdout
+    assert "development-channels warnings answered: 1" in revived.stdout
+    third = pane.pane_pid()
+    pane.pids.add(third)
+    assert third != new_pid and pane.tmux.display(pane.target, "#{pane_dead}") == "0"
+    start = fake_api.last_index
+    machine.push_channel("heard after the crash")
+    request = fake_api.wait_for_text("heard after the crash", after=start, timeout=60)
     assert request.session_id == session
 
 
