@@ -38,8 +38,10 @@ from provision.tasks.manifest import (
     tmux_wiring,
     unit_topology,
 )
+from runtime.agents import claude
+from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
-from runtime.doors.tmux import exact_target
+from runtime.doors.tmux import exact_target, parse_start_command
 
 DIFF_LINES = 20  # an edited managed file's diff is cut here without -v ("… N more lines")
 
@@ -150,16 +152,23 @@ def _pane_dead(host: Host, profile: Profile) -> Finding | None:
     try:
         shown = host.run([*tmux_base(host, profile), "display-message",
                           "-p", "-t", exact_target(target),
-                          "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"])
+                          "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|"
+                          "#{pane_start_command}"])
     except HostError:
         return None
-    dead, _, rest = shown.stdout.strip().partition("|")
+    dead, _, rest = shown.stdout.rstrip("\n").partition("|")
     if not shown.ok or dead != "1":
         return None
-    status, _, signal = rest.partition("|")
+    status, _, rest = rest.partition("|")
+    signal, _, command = rest.partition("|")
     how = f"exit status {status}" if status else f"signal {signal}" if signal else "unknown"
+    again = ""
+    if profile.agent is AgentKind.CLAUDE:  # the session it resumed, when its argv names one
+        session = claude.resumed_session(parse_start_command(command)[0]) or "ID"
+        again = (f"; start it again: tl-rebuild restart --session {session} --config "
+                 f"{profile.install.config_path}")
     return Finding(f"tmux pane {target} dead (claude exited; nothing to switch)",
-                   "pane_dead=0", f"pane_dead=1 ({how})")
+                   "pane_dead=0", f"pane_dead=1 ({how}{again})")
 
 
 def _tmux_findings(host: Host, profile: Profile, recorded: Recorded) -> list[Finding]:

@@ -19,7 +19,7 @@ from provision.tasks.launcher import LaunchCommand, ResumeCommand
 from provision.tasks.manifest import Manifest
 from tests.fakes import FakeHost
 from tests.fixtures.claude_cli import claude_bin  # noqa: F401 - fixture
-from tests.fixtures.deployment import Deployment, write_profile
+from tests.fixtures.deployment import LAUNCH_FLAGS, Deployment, write_profile
 from tests.fixtures.tmux import wait_for
 from tests.provision.test_apply_tmux import FOREIGN, _apply, _status, ready  # noqa: F401
 from tests.provision.test_drift import _drift, applied  # noqa: F401 - fixture
@@ -118,10 +118,25 @@ def test_dead_pane_is_drift_naming_pane_dead(applied: Deployment) -> None:  # no
              == "1|9", what="pane dead, killed by signal 9")
     checks = {f.check: f for f in _drift(applied)}
     dead = checks[f"tmux pane {applied.target} dead (claude exited; nothing to switch)"]
-    assert (dead.before, dead.after) == ("pane_dead=0", "pane_dead=1 (signal 9)")
+    # the stand-in was launched with --continue: no session id in its start command
+    assert (dead.before, dead.after) == ("pane_dead=0", (
+        f"pane_dead=1 (signal 9; start it again: tl-rebuild restart --session ID --config "
+        f"{applied.config_path})"))
     assert "launch command unreadable" not in checks
     assert checks[f"tmux remain-on-exit changed for {applied.target}"].after == \
         "remain-on-exit on"
+
+    # a claude a switch respawned names its session (--resume ID): the finding names it too
+    session = "0f6f8b1e-5d7a-4c55-9a7e-2b2f3c4d5e6f"
+    applied.start(("--resume", session, *LAUNCH_FLAGS[1:]), respawn=True)
+    pid = applied.tmux.pane_pid(applied.target)
+    os.killpg(os.getpgid(pid), signal.SIGTERM)
+    wait_for(lambda: applied.tmux.display(applied.target, "#{pane_dead}|#{pane_dead_signal}")
+             == "1|15", what="pane dead, killed by signal 15")
+    checks = {f.check: f for f in _drift(applied)}
+    dead = checks[f"tmux pane {applied.target} dead (claude exited; nothing to switch)"]
+    assert dead.after == (f"pane_dead=1 (signal 15; start it again: tl-rebuild restart "
+                          f"--session {session} --config {applied.config_path})")
 
 
 @pytest.mark.real_tmux
