@@ -384,8 +384,10 @@ class Rebuild(Job):
         except ThreadlineError as exc:
             # under a claude, ``tl-rebuild restart`` starts the old session again, also in a
             # pane tmux kept dead (the switch borrows remain-on-exit)
+            source = self.config.source
             again = ("" if self.config.agent is AgentKind.CODEX else
-                     f"; start it again: tl-rebuild restart --session {old_id}")
+                     f"; start it again: tl-rebuild restart --session {old_id}"
+                     + (f" --config {source}" if source is not None else ""))
             self.move(State.FAILED, "failed", {"code": "resume_failed", "message": str(exc)},
                       failure={"code": "resume_failed",
                                "message": f"new session unhealthy ({why}); "

@@ -124,7 +124,8 @@ def test_without_the_config_dir_carried_the_resume_finds_no_conversation_and_rol
     not_found = [r["session"] for r in rows if r["event"] == "not_found"]
     assert not_found == [op.fact("new_session_id"), world.old_session]
     assert failure["message"].endswith(
-        f"; start it again: tl-rebuild restart --session {world.old_session}"), failure
+        f"; start it again: tl-rebuild restart --session {world.old_session} --config "
+        f"{world.config_path}"), failure
 
 
 def restart(world: World) -> subprocess.CompletedProcess[str]:
