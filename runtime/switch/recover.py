@@ -32,7 +32,7 @@ from runtime.config import Config
 from runtime.doors.base import open_door
 from runtime.errors import IdentityConflictError, ThreadlineError
 from runtime.switch.state import WORKER_STATES, State
-from runtime.switch.store import Operation, Store, now_iso
+from runtime.switch.store import Operation, Store, clock_age, now_iso
 
 SPAWN_GRACE_SECONDS = 15.0
 
@@ -50,9 +50,9 @@ def worker_state(config: Config, store: Store, op: Operation) -> str:
         return "none"
     worker = op.worker or {}
     pid = int(worker.get("pid") or 0)
-    if not pid:
+    if not pid:  # scheduled, the worker not recorded yet: given SPAWN_GRACE_SECONDS
         try:
-            age = time.time() - store.record_path(op.operation_id).stat().st_mtime
+            age = clock_age(worker, store.record_path(op.operation_id).stat().st_mtime)
         except OSError:
             age = SPAWN_GRACE_SECONDS + 1
         return "gone" if age > SPAWN_GRACE_SECONDS else "alive"

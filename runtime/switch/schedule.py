@@ -35,7 +35,7 @@ from runtime.errors import StoreError, ThreadlineError
 from runtime.paths import codex_rollout, codex_thread_of
 from runtime.switch.recover import expire_if_stale, reconcile_if_lost
 from runtime.switch.state import State
-from runtime.switch.store import Operation, Store
+from runtime.switch.store import Operation, Store, clock_stamp
 
 
 def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> str | None:
@@ -74,7 +74,8 @@ def on_stop(config: Config, payload: dict[str, Any], *, wait: bool = False) -> s
         else:
             op = store.transition(op.operation_id, State.ROLLBACK_SCHEDULED,
                                   phase="rollback_scheduled", expect_revision=op.revision,
-                                  evidence={"session_id": session_id})
+                                  evidence={"session_id": session_id},
+                                  worker=clock_stamp())  # no worker yet: when it was asked for
         if op is None or op.state not in (State.SCHEDULED, State.ROLLBACK_SCHEDULED):
             return None
         if not wait:
@@ -218,6 +219,7 @@ def _schedule_rebuild(config: Config, store: Store, op: Operation, payload: dict
     return store.transition(
         op.operation_id, State.SCHEDULED, phase="scheduled", expect_revision=op.revision,
         evidence={"session_id": session_id, "transcript": str(transcript)},
+        worker=clock_stamp(),  # no worker yet: when it was asked for (recover's spawn grace)
         bound_session_id=op.bound_session_id or session_of(config, transcript),
         facts={"transcript_path": str(transcript),
                "old_session_id": session_of(config, transcript),

@@ -34,6 +34,21 @@ from runtime.switch.state import ACTIVE, State, check_transition, parse_state
 ACTIVE_FILE = "active"
 
 
+def clock_stamp() -> dict[str, Any]:
+    """Now, as ``clock_age`` measures it: this boot's id and its monotonic clock."""
+    return {"boot_id": boot_id(), "monotonic": time.monotonic()}
+
+
+def clock_age(stamp: Mapping[str, Any] | None, mtime: float) -> float:
+    """Seconds since ``stamp`` (``clock_stamp``) on this boot's monotonic clock, which no NTP
+    step or restored snapshot moves; a stamp of another boot, or none (an older release),
+    falls back to the wall clock minus ``mtime``, the time its file was written."""
+    if (stamp is not None and stamp.get("boot_id") == boot_id() and boot_id()
+            and type(stamp.get("monotonic")) in (int, float)):
+        return max(0.0, time.monotonic() - float(stamp["monotonic"]))
+    return max(0.0, time.time() - mtime)
+
+
 def boot_id() -> str:
     """This boot's id (``/proc/sys/kernel/random/boot_id``; '' when unreadable)."""
     try:
@@ -388,8 +403,7 @@ class Store:
         and the boot's monotonic clock (what ``heartbeat_age`` measures by)."""
         path = self.artifacts(operation_id) / "heartbeat"
         proc.atomic_write(path, json.dumps({"at": now_iso(), "phase": phase,
-                                            "boot_id": boot_id(),
-                                            "monotonic": time.monotonic()}).encode())
+                                            **clock_stamp()}).encode())
 
     def heartbeat_age(self, operation_id: str) -> float | None:
         """Seconds since the worker's last heartbeat (None: it has none yet).
@@ -408,10 +422,7 @@ class Store:
             beat = json.loads(data)
         except ValueError:
             beat = None
-        if (isinstance(beat, dict) and beat.get("boot_id") == boot_id() and boot_id()
-                and type(beat.get("monotonic")) in (int, float)):
-            return max(0.0, time.monotonic() - float(beat["monotonic"]))
-        return max(0.0, time.time() - mtime)
+        return clock_age(beat if isinstance(beat, dict) else None, mtime)
 
     def delete(self, operation_id: str) -> None:
         """Remove an operation's record, timeline and artifacts (gc)."""

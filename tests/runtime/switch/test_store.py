@@ -321,3 +321,45 @@ def test_a_forward_step_of_the_wall_clock_does_not_make_a_live_worker_hung(
         age = store.heartbeat_age(op_id)
         assert age is not None and age > 3500.0
         assert recover.worker_state(world.config, store, op) == "hung"
+
+
+def test_the_spawn_grace_of_a_scheduled_operation_is_measured_on_the_monotonic_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scheduled operation whose worker has not recorded itself yet gets a grace of
+    ``SPAWN_GRACE_SECONDS`` before recover calls the worker gone. It was wall clock minus the
+    record's mtime: a forward step of the clock settled a switch whose worker was starting,
+    and a backward step of an hour kept a worker that never started "alive" for that hour,
+    blocking every request. Scheduling stamps the boot's monotonic clock; a stamp of another
+    boot (or none, an older release) still falls back to the mtime."""
+    import os
+    import time
+
+    from runtime.switch import recover, schedule
+    from runtime.switch.store import boot_id
+
+    world = make_world(tmp_path)
+    store = world.store
+    op_id = new(store, world.old_session)
+    payload = {"session_id": world.old_session, "transcript_path": str(world.transcript),
+               "hook_event_name": "Stop", "stop_hook_active": False}
+    op = schedule._schedule_rebuild(world.config, store, store.read(op_id), payload,  # noqa: SLF001 - the scheduling step alone, no worker spawned
+                                    world.old_session)
+    assert op is not None and op.state is State.SCHEDULED
+    assert set(op.worker or {}) == {"boot_id", "monotonic"} and op.worker["boot_id"] == boot_id()
+    assert recover.worker_state(world.config, store, op) == "alive"
+
+    record = store.record_path(op_id)
+    then = time.time() - 3600.0
+    os.utime(record, (then, then))  # what a forward step of an hour looks like from here
+    assert recover.worker_state(world.config, store, op) == "alive"
+    store.update(op_id, worker={**op.worker, "boot_id": "another-boot"})
+    os.utime(record, (then, then))
+    assert recover.worker_state(world.config, store, store.read(op_id)) == "gone"
+
+    store.update(op_id, worker={"boot_id": boot_id(),
+                                "monotonic": time.monotonic() - recover.SPAWN_GRACE_SECONDS - 1})
+    assert recover.worker_state(world.config, store, store.read(op_id)) == "gone"
+    now = time.time() + 3600.0
+    os.utime(record, (now, now))  # a backward step: the mtime lies in the future
+    assert recover.worker_state(world.config, store, store.read(op_id)) == "gone"
