@@ -29,6 +29,7 @@ from pathlib import Path
 
 from runtime import procfs as ident
 from runtime.agents import claude
+from runtime.agents.kind import AgentKind
 from runtime.doors.base import Door
 from runtime.doors.kind import DoorKind
 from runtime.doors.tmux import DeadPane, TmuxDoor
@@ -159,6 +160,11 @@ def run_restart(args: argparse.Namespace) -> int:
     from runtime.switch.job import carried_environment, environment_digests, with_environment
 
     config = load_config(config_path_from(args.config))
+    if config.agent is not AgentKind.CLAUDE:
+        raise DoorError(f"tl-rebuild restart starts claude; config {str(config.source)!r} is "
+                        f"for {config.agent.value} (agent = {config.agent.value!r}): resume the "
+                        f"thread in its pane with `codex resume {args.session}`; nothing was "
+                        f"restarted")
     unresumable = missing_transcript(config.project_dir, args.session)
     if unresumable:
         raise DoorError(unresumable)

@@ -410,3 +410,26 @@ def test_a_dead_pane_is_a_claudes_by_its_start_command(command: str, claude_ran:
     assert (why is None) is claude_ran, why
     if why is not None:
         assert why.startswith("pid 4242 exited; the pane was started as "), why
+
+
+def test_a_restart_with_a_codex_config_is_refused_naming_codex_resume(tmp_path: Path) -> None:
+    """``restart`` starts claude (its transcript check, its argv, its session record); with a
+    Codex config it said a claude transcript was missing. It refuses in one line instead,
+    naming what resumes a codex thread, before anything is looked at or stopped."""
+    home = tmp_path / "codex"
+    (home / "sessions").mkdir(parents=True)
+    config = tmp_path / "codex.toml"
+    thread = "019a0000-0000-7000-8000-000000000001"
+    config.write_text("\n".join([
+        'agent = "codex"', f"codex_home = {toml_value(str(home))}",
+        f"project_dir = {toml_value(str(home / 'sessions'))}",
+        f"state_dir = {toml_value(str(tmp_path / 'state'))}", "[switch]", 'door = "tmux"',
+        f"resume_argv = {toml_value(['codex', 'resume', '{session_id}'])}", "[switch.tmux]",
+        'target = "no-such-session:9.9"', 'socket_name = "tl-test-no-such-socket"']) + "\n")
+    done = subprocess.run([TL_REBUILD, "restart", "--session", thread, "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr == (
+        f"tl-rebuild: error: tl-rebuild restart starts claude; config {str(config)!r} is for "
+        f"codex (agent = 'codex'): resume the thread in its pane with `codex resume {thread}`; "
+        f"nothing was restarted\n")
