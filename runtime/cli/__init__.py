@@ -143,9 +143,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     # registered here, not in runtime.switch.restart: importing it pulls runtime.switch.health and
     # the channel servers into every command (6-12 ms of plan/dirty/fork start-up, issue 13)
     cmd = add_command(sub, "restart", "restart claude on SESSION through the door and wait "
-                                      "until it is ready (tl-provision apply --restart-claude)",
-                      ["tl-rebuild restart --session SESSION_ID --config /etc/threadline/c.toml"])
-    cmd.add_argument("--session", required=True, help="the session id claude must run after")
+                                      "until it is ready (tl-provision apply --restart-claude); "
+                                      "also in a tmux pane kept dead after claude exited",
+                      ["tl-rebuild restart --session SESSION_ID --config /etc/threadline/c.toml",
+                       "tl-rebuild restart --config /etc/threadline/c.toml   # the session it "
+                       "runs (or a dead pane's --resume)"])
+    cmd.add_argument("--session", help="the session id claude must run after (default: the one "
+                                       "the running claude's session record names, or the "
+                                       "--resume of a dead pane's claude)")
     cmd.add_argument("--config", help="runtime config file (TOML)")
     cmd.set_defaults(func=_run_restart)
     hook = add_command(sub, "hook-stop", "Stop-hook entry (reads the hook JSON on stdin)",

@@ -25,11 +25,13 @@ import argparse
 import os
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from runtime import procfs as ident
 from runtime.agents import claude
 from runtime.agents.kind import AgentKind
+from runtime.config import Config
 from runtime.doors.base import Door
 from runtime.doors.kind import DoorKind
 from runtime.doors.tmux import DeadPane, TmuxDoor
@@ -153,45 +155,102 @@ def restart(door: Door, want: health.Expectation, argv: Sequence[str], workdir: 
         door.settle()
 
 
-def run_restart(args: argparse.Namespace) -> int:
-    """``tl-rebuild restart``: restart claude on ``args.session`` and wait until it is ready."""
-    from runtime.config import config_path_from, load_config
-    from runtime.doors.base import open_door
-    from runtime.switch.job import carried_environment, environment_digests, with_environment
+@dataclass(frozen=True)
+class Found:
+    """What runs behind the door before a restart: its identity, its process (None for a dead
+    pane) and that process's argv — or the dead pane tmux kept."""
 
-    config = load_config(config_path_from(args.config))
-    if config.agent is not AgentKind.CLAUDE:
-        raise DoorError(f"tl-rebuild restart starts claude; config {str(config.source)!r} is "
-                        f"for {config.agent.value} (agent = {config.agent.value!r}): resume the "
-                        f"thread in its pane with `codex resume {args.session}`; nothing was "
-                        f"restarted")
-    unresumable = missing_transcript(config.project_dir, args.session)
-    if unresumable:
-        raise DoorError(unresumable)
-    door = open_door(config)
+    previous: str
+    pid: int | None
+    argv: tuple[str, ...]
+    dead: DeadPane | None
+
+
+def what_runs(door: Door, config: Config, config_dir: Path | None) -> Found:
+    """The claude behind ``door``; DoorError when its tmux pane runs no claude, alive or dead."""
     sw = config.switch
-    project = config.project_dir
-    config_dir = project.parent.parent if project is not None else None
+    fix = "check switch.tmux.target (tmux list-panes -a shows where claude runs)"
     dead = door.dead() if isinstance(door, TmuxDoor) else None
     if dead is not None:  # claude exited and tmux kept the pane: start it there again
         stranger = dead_not_a_claude(dead, sw.resume_argv)
         if stranger:
             raise DoorError(f"tmux pane {sw.tmux.target!r} is dead and no claude ran in it "
-                            f"({stranger}); nothing was restarted — check switch.tmux.target "
-                            f"(tmux list-panes -a shows where claude runs)")
-        previous, pid, old_argv = dead.pid, None, dead.argv
-    else:
-        previous = door.identity()
-        pid = door.process_pid(previous)
-        if door.name is DoorKind.TMUX and pid is not None:
-            stranger = not_a_claude(pid, sw.resume_argv, config_dir)
-            if stranger:
-                raise DoorError(f"tmux pane {sw.tmux.target!r} does not run claude "
-                                f"({stranger}); nothing was restarted — check "
-                                f"switch.tmux.target (tmux list-panes -a shows where claude "
-                                f"runs)")
-        old_argv = (ident.cmdline(pid) or ()) if pid else ()
-    flags = tuple(dict.fromkeys([*claude.channel_flags(old_argv),
+                            f"({stranger}); nothing was restarted — {fix}")
+        return Found(dead.pid, None, dead.argv, dead)
+    previous = door.identity()
+    pid = door.process_pid(previous)
+    if door.name is DoorKind.TMUX and pid is not None:
+        stranger = not_a_claude(pid, sw.resume_argv, config_dir)
+        if stranger:
+            raise DoorError(f"tmux pane {sw.tmux.target!r} does not run claude ({stranger}); "
+                            f"nothing was restarted — {fix}")
+    return Found(previous, pid, tuple(ident.cmdline(pid) or ()) if pid else (), None)
+
+
+def session_to_resume(found: Found, config_dir: Path | None) -> str:
+    """The session a restart without ``--session`` resumes: the one the live claude's session
+    record names, or the one a dead pane's claude was started to resume (``--resume ID``).
+    DoorError when neither says (a dead ``--continue`` launch: its record died with it)."""
+    if found.pid is not None and config_dir is not None:
+        for candidate in (found.pid, *ident.descendants(found.pid)):
+            record = ident.claude_session_record(config_dir, candidate) or {}
+            if isinstance(record.get("sessionId"), str) and record["sessionId"]:
+                return str(record["sessionId"])
+    session = claude.resumed_session(found.argv) if found.dead is not None else None
+    if session:
+        return session
+    what = ("the dead claude's start command names no session (--continue)"
+            if found.dead is not None else "the running claude has no session record")
+    raise DoorError(f"name the session to resume: --session ID ({what}; the newest "
+                    f"transcript of the project folder is usually it); nothing was restarted")
+
+
+def carried(door: Door, config: Config, found: Found) -> dict[str, str]:
+    """``switch.environment`` for the restarted claude: from the live process, or for a dead
+    pane from its start command and tmux (``dead_environment``)."""
+    sw = config.switch
+    if not sw.environment:
+        return {}
+    if found.dead is not None and isinstance(door, TmuxDoor):
+        return dead_environment(door, found.dead, sw.environment, sw.tmux.target)
+    if not door.name.carries_environment:
+        return {}
+    from runtime.switch.job import carried_environment
+
+    values = carried_environment(sw.environment, found.pid)
+    if values is None:
+        raise DoorError(f"cannot read the environment of claude pid {found.pid} to carry "
+                        f"{', '.join(sw.environment)}; run as the claude user or root")
+    return values
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    """``tl-rebuild restart``: restart claude on ``args.session`` (default: the session it
+    runs, or a dead pane's claude was resuming) and wait until it is ready."""
+    from runtime.config import config_path_from, load_config
+    from runtime.doors.base import open_door
+    from runtime.switch.job import environment_digests, with_environment
+
+    config = load_config(config_path_from(args.config))
+    if config.agent is not AgentKind.CLAUDE:
+        raise DoorError(f"tl-rebuild restart starts claude; config {str(config.source)!r} is "
+                        f"for {config.agent.value} (agent = {config.agent.value!r}): resume the "
+                        f"thread in its pane with `codex resume {args.session or 'ID'}`; "
+                        f"nothing was restarted")
+    if args.session:  # refused before the door is even asked
+        unresumable = missing_transcript(config.project_dir, args.session)
+        if unresumable:
+            raise DoorError(unresumable)
+    door = open_door(config)
+    sw = config.switch
+    project = config.project_dir
+    config_dir = project.parent.parent if project is not None else None
+    found = what_runs(door, config, config_dir)
+    session = args.session or session_to_resume(found, config_dir)
+    unresumable = missing_transcript(config.project_dir, session)
+    if unresumable:
+        raise DoorError(unresumable)
+    flags = tuple(dict.fromkeys([*claude.channel_flags(found.argv),
                                  *claude.channel_flags(sw.channel_flags)]))
     if door.name is DoorKind.SYSTEMD and not door.screen() and claude.asks_dev_warning(flags):
         raise DoorError(
@@ -199,31 +258,22 @@ def run_restart(args: argparse.Namespace) -> int:
             f"would wait at its warning after a restart: the systemd door has no terminal to "
             f"answer it (run claude in tmux inside the unit and set switch.tmux.target; "
             f"HANDOFF §7)")
-    carry: dict[str, str] = {}
-    if sw.environment and isinstance(door, TmuxDoor) and dead is not None:
-        carry = dead_environment(door, dead, sw.environment, sw.tmux.target)
-    elif sw.environment and door.name.carries_environment:
-        found = carried_environment(sw.environment, pid)
-        if found is None:
-            raise DoorError(f"cannot read the environment of claude pid {pid} to carry "
-                            f"{', '.join(sw.environment)}; run as the claude user or root")
-        carry = found
+    carry = carried(door, config, found)
     want = health.Expectation(
-        session_id=args.session, previous_identity=previous, channel_flags=flags,
+        session_id=session, previous_identity=found.previous, channel_flags=flags,
         workdir=config.workdir, channel_servers=sw.expected_channel_servers,
         project_dir=config.project_dir, window=sw.healthcheck_seconds,
         environment=tuple(sorted(environment_digests(carry).items())))
-    argv = with_environment(door.name, carry, claude.format_argv(sw.resume_argv, args.session))
+    argv = with_environment(door.name, carry, claude.format_argv(sw.resume_argv, session))
     report = restart(door, want, argv, config.workdir or Path("/"), config_dir,
                      sw.activation_stable_seconds, sw.activation_timeout_seconds)
     if not report.ok:
         raise DoorError(f"claude restarted through the {door.name} door is not ready: "
                         f"{report.reason}")
     servers = ", ".join(sorted(report.evidence.get("channel_servers") or {})) or "none expected"
-    revived = (f"; claude pid {dead.pid} had exited, its dead pane was respawned"
-               if dead is not None else "")
-    print(f"ready: session {args.session} (pid {report.evidence.get('pid')}{revived}), "
-          f"development-"
+    revived = (f"; claude pid {found.dead.pid} had exited, its dead pane was respawned"
+               if found.dead is not None else "")
+    print(f"ready: session {session} (pid {report.evidence.get('pid')}{revived}), development-"
           f"channels warnings answered: {report.evidence.get('warnings_confirmed', 0)}, "
           f"channel servers up: {servers}")
     return 0

@@ -433,3 +433,43 @@ def test_a_restart_with_a_codex_config_is_refused_naming_codex_resume(tmp_path: 
         f"tl-rebuild: error: tl-rebuild restart starts claude; config {str(config)!r} is for "
         f"codex (agent = 'codex'): resume the thread in its pane with `codex resume {thread}`; "
         f"nothing was restarted\n")
+
+
+@pytest.mark.real_tmux
+def test_a_restart_without_a_session_resumes_the_one_the_running_claude_records(
+    tmp_path: Path, tmux_server: TmuxServer,
+) -> None:
+    """Without ``--session`` the session is the one the running claude's session record
+    names (``<config dir>/sessions/<pid>.json``) — here launched with ``--resume``, so its
+    argv agrees — and the restart resumes it."""
+    world = tmux_world(tmp_path, tmux_server, servers=("companion",))
+    world.start_pane(tmux_server)
+    before = tmux_server.pane_pid(world.target)
+    done = subprocess.run([TL_REBUILD, "restart", "--config", str(world.config_path)],
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"ready: session {world.old_session} (pid "), done.stdout
+    assert tmux_server.pane_pid(world.target) != before
+    argv = world.starts()[-1]["argv"]
+    assert argv[argv.index("--resume") + 1] == world.old_session
+
+
+def test_a_dead_continue_launch_names_no_session_and_the_restart_asks_for_one() -> None:
+    """A dead ``claude --continue`` pane says nothing about its session (its record died with
+    it): the restart asks for ``--session`` in one line instead of guessing."""
+    from runtime.doors.tmux import DeadPane, parse_start_command
+    from runtime.errors import DoorError
+    from runtime.switch.restart import Found, session_to_resume
+
+    command = '"claude --continue --channels plugin:telegram@claude-plugins-official"'
+    dead = DeadPane("4242", command, *parse_start_command(command))
+    with pytest.raises(DoorError) as refused:
+        session_to_resume(Found("4242", None, dead.argv, dead), None)
+    assert str(refused.value) == (
+        "name the session to resume: --session ID (the dead claude's start command names no "
+        "session (--continue); the newest transcript of the project folder is usually it); "
+        "nothing was restarted")
+    resumed = 'env A=1 claude --resume 5f0c2a52-7a40-4c3e-9d0e-4c1e3a8e2b11'
+    dead = DeadPane("4242", resumed, *parse_start_command(resumed))
+    assert session_to_resume(Found("4242", None, dead.argv, dead), None) == \
+        "5f0c2a52-7a40-4c3e-9d0e-4c1e3a8e2b11"

@@ -128,9 +128,9 @@ def test_without_the_config_dir_carried_the_resume_finds_no_conversation_and_rol
         f"{world.config_path}"), failure
 
 
-def restart(world: World) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TL_REBUILD, "restart", "--session", world.old_session, "--config",
-                           str(world.config_path)], capture_output=True, text=True, timeout=90)
+def restart(world: World, *session: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TL_REBUILD, "restart", *session, "--config", str(world.config_path)],
+                          capture_output=True, text=True, timeout=90)
 
 
 def test_after_a_failed_resume_the_dead_pane_is_restarted_once_tmux_has_the_environment(
@@ -153,7 +153,7 @@ def test_after_a_failed_resume_the_dead_pane_is_restarted_once_tmux_has_the_envi
         "environment = []\n", f"environment = {list(CARRIED)!r}\n".replace("'", '"'), 1))
     starts = len(world.starts())
 
-    refused = restart(world)
+    refused = restart(world, "--session", world.old_session)
     assert refused.returncode == 1, refused.stdout
     assert refused.stderr.startswith(
         "tl-rebuild: error: cannot carry CLAUDE_CONFIG_DIR, TL_TOKEN to claude in the dead tmux "
@@ -165,7 +165,7 @@ def test_after_a_failed_resume_the_dead_pane_is_restarted_once_tmux_has_the_envi
     tmux_server.cmd("set-environment", "-t", "claude", "CLAUDE_CONFIG_DIR",
                     str(world.project_dir.parent.parent))
     tmux_server.cmd("set-environment", "-t", "claude", "TL_TOKEN", SECRET)
-    done = restart(world)
+    done = restart(world, "--session", world.old_session)
     assert done.returncode == 0, done.stderr
     assert f"claude pid {dead_pid} had exited, its dead pane was respawned" in done.stdout
     assert (environ(tmux_server.pane_pid(world.target)) or {}).get("TL_TOKEN") == SECRET
@@ -177,7 +177,8 @@ def test_a_claude_that_crashed_in_a_pane_tmux_kept_is_restarted_there_with_its_e
     ``remain-on-exit on`` leaves the pane dead. ``tl-rebuild restart`` resumes the session in
     it, with the launch's inline assignments read from the pane's start command — once the
     process is gone nothing else holds them, and without the config dir the resume finds no
-    conversation — and leaves the user's remain-on-exit as it was."""
+    conversation — and leaves the user's remain-on-exit as it was. No ``--session``: the
+    session is the one the dead claude was started to resume."""
     world = inline_world(tmp_path, tmux_server)
     tmux_server.cmd("set-option", "-p", "-t", world.target, "remain-on-exit", "on")
     dead_pid = tmux_server.pane_pid(world.target)
