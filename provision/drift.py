@@ -41,7 +41,8 @@ from provision.tasks.manifest import (
 from runtime.agents import claude
 from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
-from runtime.doors.tmux import exact_target, parse_start_command
+from runtime.doors.tmux import exact_target
+from runtime.doors.tmux_text import parse_start_command
 
 DIFF_LINES = 20  # an edited managed file's diff is cut here without -v ("… N more lines")
 

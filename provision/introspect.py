@@ -21,7 +21,8 @@ from provision.profile import Profile
 from runtime.agents import SHELLS, claude, codex, decode_cmdline
 from runtime.agents.kind import AgentKind
 from runtime.doors.kind import DoorKind
-from runtime.doors.tmux import parse_tmux_environment, tmux_argv
+from runtime.doors.tmux import tmux_argv
+from runtime.doors.tmux_text import parse_tmux_environment
 
 TL_LAUNCH = "tl-launch"
 OWN_DROP_IN = "threadline-launch.conf"  # provision/tasks/files.py writes it

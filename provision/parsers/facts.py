@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from provision.errors import FactError, IntrospectError
-from runtime.doors.tmux import TMUX_ESCAPES, split_words
+from runtime.doors.tmux_text import TMUX_ESCAPES, split_words
 
 SEP = "\x1f"  # list-panes field separator: cannot occur in tmux formats' values
 PANE_FORMAT = SEP.join(["#{session_name}:#{window_index}.#{pane_index}", "#{pane_id}",

@@ -7,7 +7,7 @@ import pytest
 
 from provision.errors import IntrospectError
 from provision.parsers import facts as F
-from runtime.doors.tmux import parse_tmux_environment
+from runtime.doors.tmux_text import parse_tmux_environment
 
 
 def test_inline_assignments_before_exec_are_the_launch_environment() -> None:

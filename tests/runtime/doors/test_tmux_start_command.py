@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from provision.parsers import facts as F
-from runtime.doors.tmux import parse_start_command
+from runtime.doors.tmux_text import parse_start_command
 from tests.provision.parsers.test_facts import PANES_EXEC_FORM, PANES_SHELL_STRING
 
 # tmux 3.3a, captured: a pane a switch respawned (`respawn-pane -- env NAME=VALUE … ARGV`)

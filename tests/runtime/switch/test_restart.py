@@ -401,7 +401,8 @@ def test_a_tmux_restart_refuses_a_dead_pane_in_which_no_claude_ran(
     ('"claude --continue && echo done"', False),
 ])
 def test_a_dead_pane_is_a_claudes_by_its_start_command(command: str, claude_ran: bool) -> None:
-    from runtime.doors.tmux import DeadPane, parse_start_command
+    from runtime.doors.tmux import DeadPane
+    from runtime.doors.tmux_text import parse_start_command
     from runtime.switch.restart import dead_not_a_claude
 
     resume = [sys.executable, str(STANDIN), "--resume", "{session_id}", *CHANNEL]
@@ -457,7 +458,8 @@ def test_a_restart_without_a_session_resumes_the_one_the_running_claude_records(
 def test_a_dead_continue_launch_names_no_session_and_the_restart_asks_for_one() -> None:
     """A dead ``claude --continue`` pane says nothing about its session (its record died with
     it): the restart asks for ``--session`` in one line instead of guessing."""
-    from runtime.doors.tmux import DeadPane, parse_start_command
+    from runtime.doors.tmux import DeadPane
+    from runtime.doors.tmux_text import parse_start_command
     from runtime.errors import DoorError
     from runtime.switch.restart import Found, session_to_resume
 
