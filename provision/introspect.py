@@ -194,7 +194,11 @@ def _tmux(host: Host, profile: Profile) -> Launch:
     evidence = [f"tmux pane {pane.target} ({pane.pane_id}) pid={pane.pid} "
                 f"start_command={pane.start_command}"]
     if pane.dead:
-        raise IntrospectError(f"tmux pane {target!r} is dead; nothing runs claude there")
+        again = (f"tl-rebuild restart --config {profile.install.config_path} once threadline "
+                 f"is installed, or tmux respawn-pane" if profile.agent is AgentKind.CLAUDE
+                 else "tmux respawn-pane")
+        raise IntrospectError(f"tmux pane {target!r} is dead; nothing runs {profile.agent.value} "
+                              f"there — start it again first ({again})")
     evidence.extend(_tmux_hooks(host, profile))
     if profile.door.tmux_unit:
         files, _ = _unit(host, profile.door.tmux_unit)

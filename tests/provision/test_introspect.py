@@ -202,6 +202,21 @@ def test_lossless_pane_start_command_list_is_preferred_when_tmux_has_it() -> Non
     assert launch.argv == (CLAUDE, "--continue", "--append-system-prompt", "two words")
 
 
+def test_a_dead_pane_is_refused_naming_how_to_start_claude_again() -> None:
+    """A pane tmux kept after claude exited (remain-on-exit) has nothing to introspect; the
+    error says how to bring claude back before apply can look again."""
+    host = FakeHost()
+    host.add_command(["tmux", "-L", "default", "list-panes", "-a", "-F", PANE_FORMAT],
+                     "main:0.0\x1f%3\x1f52\x1f1\x1f/srv/app\x1fclaude --continue\n")
+    profile = _profile({"kind": "tmux", "tmux": {"target": "main:0.0"}})
+    with pytest.raises(IntrospectError) as refused:
+        introspect(host, profile)
+    assert str(refused.value) == (
+        f"tmux pane 'main:0.0' is dead; nothing runs claude there — start it again first "
+        f"(tl-rebuild restart --config {profile.install.config_path} once threadline is "
+        f"installed, or tmux respawn-pane)")
+
+
 NATIVE = "/home/claude/.local/bin/claude"  # the native installer's link …
 NATIVE_VERSION = "/home/claude/.local/share/claude/versions/2.1.328"  # … to the binary it runs
 
