@@ -107,17 +107,23 @@ def test_disable_all_hooks_appearing_in_settings_is_drift(applied: Deployment) -
     assert not any(f.check.startswith("Stop hook missing") for f in findings)
 
 
+def _kill_pane(d: Deployment, sig: signal.Signals) -> tuple[dict, object]:
+    """Kill the pane's process group with ``sig``; the drift findings by check, and the dead
+    pane's own."""
+    pid = d.tmux.pane_pid(d.target)
+    os.killpg(os.getpgid(pid), sig)
+    # tmux sets pane_dead on the pty's EOF and the signal only once it has reaped the child
+    wait_for(lambda: d.tmux.display(d.target, "#{pane_dead}|#{pane_dead_signal}")
+             == f"1|{int(sig)}", what=f"pane dead, killed by signal {int(sig)}")
+    checks = {f.check: f for f in _drift(d)}
+    return checks, checks[f"tmux pane {d.target} dead (claude exited; nothing to switch)"]
+
+
 @pytest.mark.real_tmux
 @pytest.mark.real_claude
 def test_dead_pane_is_drift_naming_pane_dead(applied: Deployment) -> None:  # noqa: F811
     applied.tmux.cmd("set-option", "-p", "-t", applied.target, "remain-on-exit", "on")
-    pid = applied.tmux.pane_pid(applied.target)
-    os.killpg(os.getpgid(pid), signal.SIGKILL)
-    # tmux sets pane_dead on the pty's EOF and the signal only once it has reaped the child
-    wait_for(lambda: applied.tmux.display(applied.target, "#{pane_dead}|#{pane_dead_signal}")
-             == "1|9", what="pane dead, killed by signal 9")
-    checks = {f.check: f for f in _drift(applied)}
-    dead = checks[f"tmux pane {applied.target} dead (claude exited; nothing to switch)"]
+    checks, dead = _kill_pane(applied, signal.SIGKILL)
     # the stand-in was launched with --continue: no session id in its start command
     assert (dead.before, dead.after) == ("pane_dead=0", (
         f"pane_dead=1 (signal 9; start it again: tl-rebuild restart --session ID --config "
@@ -129,12 +135,7 @@ def test_dead_pane_is_drift_naming_pane_dead(applied: Deployment) -> None:  # no
     # a claude a switch respawned names its session (--resume ID): the finding names it too
     session = "0f6f8b1e-5d7a-4c55-9a7e-2b2f3c4d5e6f"
     applied.start(("--resume", session, *LAUNCH_FLAGS[1:]), respawn=True)
-    pid = applied.tmux.pane_pid(applied.target)
-    os.killpg(os.getpgid(pid), signal.SIGTERM)
-    wait_for(lambda: applied.tmux.display(applied.target, "#{pane_dead}|#{pane_dead_signal}")
-             == "1|15", what="pane dead, killed by signal 15")
-    checks = {f.check: f for f in _drift(applied)}
-    dead = checks[f"tmux pane {applied.target} dead (claude exited; nothing to switch)"]
+    _, dead = _kill_pane(applied, signal.SIGTERM)
     assert dead.after == (f"pane_dead=1 (signal 15; start it again: tl-rebuild restart "
                           f"--session {session} --config {applied.config_path})")
 
