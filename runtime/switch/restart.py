@@ -84,15 +84,22 @@ def claude_argv(argv: Sequence[str], resume_argv: Sequence[str]) -> bool:
     return bool(argv) and claude.same_launch(argv, resume_argv)
 
 
-def dead_not_a_claude(dead: DeadPane, resume_argv: Sequence[str]) -> str | None:
+def dead_not_a_claude(dead: DeadPane, resume_argv: Sequence[str],
+                      project_dir: Path | None = None) -> str | None:
     """Why a dead pane is not one to revive (None when its start command started claude: a
     claude that crashed under ``remain-on-exit``, or a switch's respawn whose old session did
     not come back). A dead shell or wrapper script is left to the user: what it would start
-    again is not known."""
-    if claude_argv(dead.argv, resume_argv):
-        return None
+    again is not known. A claude that resumed a session with no transcript in ``project_dir``
+    is another companion's (an index target that drifted onto its window)."""
     shown = shlex.join(dead.argv) if dead.argv else dead.command
-    return f"pid {dead.pid} exited; the pane was started as {shown[:120]!r}"
+    if not claude_argv(dead.argv, resume_argv):
+        return f"pid {dead.pid} exited; the pane was started as {shown[:120]!r}"
+    session = claude.resumed_session(dead.argv)
+    if (session and project_dir is not None and claude.SESSION_ID.fullmatch(session)
+            and not (project_dir / f"{session}.jsonl").is_file()):
+        return (f"pid {dead.pid} exited; it resumed session {session}, which has no transcript "
+                f"in {str(project_dir)!r} — another companion's claude?")
+    return None
 
 
 def dead_environment(door: TmuxDoor, dead: DeadPane, names: Sequence[str],
@@ -172,10 +179,10 @@ def what_runs(door: Door, config: Config, config_dir: Path | None) -> Found:
     fix = "check switch.tmux.target (tmux list-panes -a shows where claude runs)"
     dead = door.dead() if isinstance(door, TmuxDoor) else None
     if dead is not None:  # claude exited and tmux kept the pane: start it there again
-        stranger = dead_not_a_claude(dead, sw.resume_argv)
+        stranger = dead_not_a_claude(dead, sw.resume_argv, config.project_dir)
         if stranger:
-            raise DoorError(f"tmux pane {sw.tmux.target!r} is dead and no claude ran in it "
-                            f"({stranger}); nothing was restarted — {fix}")
+            raise DoorError(f"tmux pane {sw.tmux.target!r} is dead and was not this "
+                            f"companion's claude ({stranger}); nothing was restarted — {fix}")
         return Found(dead.pid, None, dead.argv, dead)
     previous = door.identity()
     pid = door.process_pid(previous)

@@ -381,7 +381,8 @@ def test_a_tmux_restart_refuses_a_dead_pane_in_which_no_claude_ran(
                            str(world.config_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stdout
     assert done.stderr.startswith(
-        f"tl-rebuild: error: tmux pane 'claude:1.0' is dead and no claude ran in it (pid "
+        f"tl-rebuild: error: tmux pane 'claude:1.0' is dead and was not this companion's "
+        f"claude (pid "
         f"{dead_pid} exited; the pane was started as "
         f"\"bash --norc --noprofile -c 'exit 3'\"); nothing was restarted"), done.stderr
     assert tmux_server.display("claude:1.0", "#{pane_dead} #{pane_pid}") == f"1 {dead_pid}"
@@ -411,6 +412,29 @@ def test_a_dead_pane_is_a_claudes_by_its_start_command(command: str, claude_ran:
     assert (why is None) is claude_ran, why
     if why is not None:
         assert why.startswith("pid 4242 exited; the pane was started as "), why
+
+
+def test_a_dead_claude_that_resumed_another_companions_session_is_not_revived(
+        tmp_path: Path) -> None:
+    """Two companions on one tmux server: an index target that drifted onto the other's dead
+    claude would restart it on this companion's session. A dead claude whose ``--resume``
+    names a session without a transcript in this config's project folder is refused."""
+    from runtime.doors.tmux import DeadPane
+    from runtime.doors.tmux_text import parse_start_command
+    from runtime.switch.restart import dead_not_a_claude
+
+    project = tmp_path / "projects" / "-srv-a"
+    project.mkdir(parents=True)
+    (project / "0f6f8b1e-5d7a-4c55-9a7e-2b2f3c4d5e6f.jsonl").write_text("{}\n")
+    ours, theirs = "0f6f8b1e-5d7a-4c55-9a7e-2b2f3c4d5e6f", "9a1b2c3d-0000-4000-8000-00000000000b"
+    resume = ["claude", "--resume", "{session_id}"]
+    for session, refused in ((ours, False), (theirs, True)):
+        command = f"claude --resume {session} --channels plugin:telegram@claude-plugins-official"
+        dead = DeadPane("4242", command, *parse_start_command(command))
+        why = dead_not_a_claude(dead, resume, project)
+        assert (why is not None) is refused, why
+    assert why == (f"pid 4242 exited; it resumed session {theirs}, which has no transcript in "
+                   f"{str(project)!r} — another companion's claude?")
 
 
 def test_a_restart_with_a_codex_config_is_refused_naming_codex_resume(tmp_path: Path) -> None:
