@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.agents import claude
+from runtime.agents.kind import AgentKind
 from runtime.config import Config, RebuildConfig
 from runtime.errors import (
     BusyError,
@@ -303,9 +304,17 @@ def doctor(config: Config) -> dict[str, Any]:
             {"required": list(flags), "missing": [f for f in flags if f not in have]})
     try:
         from runtime.doors.base import open_door
+        from runtime.doors.tmux import TmuxDoor
 
         door = open_door(config)
-        add("door", True, {"door": door.name, "identity": door.identity()})
+        dead = door.dead() if isinstance(door, TmuxDoor) else None
+        if dead is not None:  # the agent exited and tmux kept its pane (remain-on-exit)
+            again = ("; tl-rebuild restart [--session ID] starts claude there again"
+                     if config.agent is AgentKind.CLAUDE else "")
+            add("door", False, {"door": door.name, "error": (
+                f"tmux pane {sw.tmux.target!r} is dead (pid {dead.pid} exited){again}")})
+        else:
+            add("door", True, {"door": door.name, "identity": door.identity()})
     except Exception as exc:  # noqa: BLE001 - doctor reports, never raises
         add("door", False, {"door": sw.door, "error": str(exc)})
     active = None

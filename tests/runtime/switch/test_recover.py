@@ -4,7 +4,9 @@ in the state that matches what really runs."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -192,6 +194,18 @@ def test_doctor_reads_the_door_identity_and_the_store(
     assert not checks["door"]["ok"] and not checks["resume_argv_channels"]["ok"]
     done = bad.cli("doctor", "--json")
     assert done.returncode == 1
+
+    # claude exited and tmux kept the pane: the door check fails and says what brings it back
+    tmux_server.cmd("set-option", "-p", "-t", world.target, "remain-on-exit", "on")
+    dead_pid = tmux_server.pane_pid(world.target)
+    os.killpg(dead_pid, signal.SIGKILL)
+    wait_for(lambda: tmux_server.display(world.target, "#{pane_dead}") == "1",
+             what="the pane dead")
+    door = ops.doctor(world.config)["checks"]["door"]
+    assert not door["ok"]
+    assert door["detail"]["error"] == (
+        f"tmux pane {world.target!r} is dead (pid {dead_pid} exited); tl-rebuild restart "
+        f"[--session ID] starts claude there again")
 
 
 def test_a_worker_killed_after_the_switch_still_gets_the_users_remain_on_exit_back(
