@@ -38,11 +38,18 @@ def test_a_running_tui_is_identified_by_its_thread_and_only_by_it(
     tui, other = CodexTui(mine, tmux_server, "mine"), CodexTui(theirs, tmux_server, "theirs")
     opener: subprocess.Popen[str] | None = None
     try:
-        thread = tui.start(tui.argv("say hello"))  # a TUI started with a prompt
-        wait_for(lambda: reply_text(0) in tui.capture(), timeout=60, what="the first reply")
+        # a TUI started with a prompt, launched as apply requires (--no-daemon: the TUI's own
+        # process holds the thread; a plain codex hands it to the shared app-server daemon)
+        thread = tui.start(tui.argv("--no-daemon", "say hello"))
+        try:
+            wait_for(lambda: reply_text(0) in tui.capture(), timeout=60,
+                     what="the first reply")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; requests the fake model had: {len(api.turns())}; "
+                                 f"the pane shows:\n{tui.capture()[-1500:]}") from exc
         first = api.turns()[0]
         assert first.headers["session-id"] == thread  # the oracle: the model saw this thread
-        other_thread = other.start(other.argv())
+        other_thread = other.start(other.argv("--no-daemon"))
         assert other_thread != thread
 
         pid = tui.pane_pid()
