@@ -22,6 +22,44 @@ from tests.fixtures.tmux import TmuxServer, wait_for
 INPUT_HINT = "Ask Codex to do anything"  # the empty composer's placeholder
 
 
+PASTE_WINDOW = 0.3  # > codex's PASTE_ENTER_SUPPRESS_WINDOW (120 ms), see ``submit``
+
+
+def submit(send_keys: Callable[..., object], capture: Callable[[], str], text: str,
+           timeout: float = 30.0, sent: Callable[[], object] | None = None) -> None:
+    """Type ``text`` into a codex composer (``send_keys(*keys)`` runs ``tmux send-keys -t
+    PANE KEYS…``, ``capture()`` reads the pane), wait until the pane shows it, then press Enter
+    until it is sent: until ``sent()`` is true when given (the fake model has the request, the
+    TUI shows a command's result), else until the composer is empty (its placeholder
+    ``INPUT_HINT`` shows).
+
+    Keys sent at once arrive as a burst, which codex 0.169.0 takes for a paste without
+    bracketed-paste markers: an Enter within 120 ms of its last character
+    (``PASTE_ENTER_SUPPRESS_WINDOW`` in codex-rs/tui paste_burst.rs) becomes a newline and
+    nothing is sent — the first Enter waits ``PASTE_WINDOW`` after the typing. Enter is pressed
+    again, 2 s after the previous press, while the composer still holds text: a codex that has
+    just resumed a thread can take the prompt out of the composer and put it back unsent (seen
+    after a rollback: the placeholder showed, then the prompt again, and no request came for a
+    minute until Enter was pressed)."""
+    send_keys("-l", text)
+    typed = time.monotonic()
+    probe = text[-30:]
+    wait_for(lambda: probe in capture().replace("\n", ""), timeout=timeout,
+             what=f"typed text {probe!r} to show in the pane")
+    deadline = time.monotonic() + timeout
+    press = typed + PASTE_WINDOW
+    while time.monotonic() < deadline:
+        empty = INPUT_HINT in capture()
+        if sent() if sent is not None else empty:
+            return
+        if not empty and time.monotonic() >= press:
+            send_keys("Enter")
+            press = time.monotonic() + 2.0
+        time.sleep(0.05)
+    raise AssertionError(f"{probe!r} was not sent within {timeout:g}s of Enter presses; "
+                         f"the pane shows:\n{capture()[-1500:]}")
+
+
 class CodexTui:
     """Interactive codex in pane ``session:0.0`` of ``tmux``, run with ``home``'s environment."""
 
@@ -65,33 +103,9 @@ class CodexTui:
 
     def type_prompt(self, text: str, timeout: float = 30.0,
                     sent: Callable[[], object] | None = None) -> None:
-        """Type ``text``, wait until the pane shows it, press Enter until it is sent: until
-        ``sent()`` is true when given (the fake model has the request), else until the
-        composer is empty (its placeholder ``INPUT_HINT`` shows).
-
-        Enter is pressed again, 2 s after the previous press, while the composer still holds
-        text. Keys sent at once arrive as a burst, which codex 0.169.0 takes for a paste
-        without bracketed-paste markers: an Enter within 120 ms of its last character
-        (``PASTE_ENTER_SUPPRESS_WINDOW`` in codex-rs/tui paste_burst.rs) becomes a newline and
-        nothing is sent. A codex that has just resumed a thread can also take the prompt out
-        of the composer and put it back unsent (seen after a rollback: the placeholder showed,
-        then the prompt again, and no request came for a minute until Enter was pressed)."""
-        self.tmux.cmd("send-keys", "-t", self.target, "-l", text)
-        probe = text[-30:]
-        wait_for(lambda: probe in self.capture().replace("\n", ""), timeout=timeout,
-                 what=f"typed text {probe!r} to show in the pane")
-        deadline = time.monotonic() + timeout
-        press = time.monotonic()
-        while time.monotonic() < deadline:
-            empty = INPUT_HINT in self.capture()
-            if sent() if sent is not None else empty:
-                return
-            if not empty and time.monotonic() >= press:
-                self.tmux.cmd("send-keys", "-t", self.target, "Enter")
-                press = time.monotonic() + 2.0
-            time.sleep(0.05)
-        raise AssertionError(f"{probe!r} was not sent within {timeout:g}s of Enter presses; "
-                             f"the pane shows:\n{self.capture()[-1500:]}")
+        """``submit`` ``text`` into this pane's composer."""
+        submit(lambda *keys: self.tmux.cmd("send-keys", "-t", self.target, *keys),
+               self.capture, text, timeout, sent)
 
     def pane_pid(self) -> int:
         return self.tmux.pane_pid(self.target)

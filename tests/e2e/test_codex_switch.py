@@ -218,11 +218,9 @@ def test_a_tui_that_forked_holds_two_threads_and_is_not_switched(
         sessions = home.root / "sessions"
         wait_for(lambda: (lambda p: p is not None and b'"task_complete"' in p.read_bytes())(
             codex_rollout(sessions, old)), timeout=60, what="the first turn to end")
-        tui.tmux.cmd("send-keys", "-t", tui.target, "-l", "/fork")
-        wait_for(lambda: "fork the current chat" in tui.capture(), timeout=30,
-                 what="the /fork entry of the command popup")
-        tui.tmux.cmd("send-keys", "-t", tui.target, "Enter")
-        wait_for(lambda: "Fork created" in tui.capture(), timeout=60, what="the fork")
+        # typed and entered like a prompt: an Enter right after the popup showed could fall
+        # in codex's paste-burst window and become a newline
+        tui.type_prompt("/fork", timeout=60, sent=lambda: "Fork created" in tui.capture())
         pid = tui.pane_pid()
         both = wait_for(lambda: (lambda t: t if len(t) == 2 else None)(
             codex_writer_locks(home.root, pid)), timeout=30, what="two writer locks")

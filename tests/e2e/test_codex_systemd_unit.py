@@ -34,7 +34,7 @@ import pytest
 from runtime.switch.store import Store
 from tests.e2e.codex_cli import CodexHome, codex_bin, codex_prefix  # noqa: F401 - fixture
 from tests.e2e.codex_fake_api import CodexFakeApi, reply_text
-from tests.e2e.codex_tui import INPUT_HINT
+from tests.e2e.codex_tui import INPUT_HINT, submit
 from tests.e2e.test_codex_switch import (
     LAUNCH_OPTIONS,
     NOT_SPEECH,
@@ -121,10 +121,7 @@ class UnitCodex:
                    or 0)
 
     def type_prompt(self, text: str) -> None:
-        self.tmux("send-keys", "-t", TARGET, "-l", text)
-        wait_for(lambda: text[-30:] in self.capture().replace("\n", ""), timeout=30,
-                 interval=POLL, what=f"typed text {text!r} in the unit's pane")
-        self.tmux("send-keys", "-t", TARGET, "Enter")
+        submit(lambda *keys: self.tmux("send-keys", "-t", TARGET, *keys), self.capture, text)
 
     def process(self, pid: int) -> dict[str, Any]:
         """Uid, argv and the threads whose writer lock the pane's codex (or its native

@@ -34,7 +34,7 @@ from runtime import procfs
 from runtime.switch.store import Store
 from tests.e2e.codex_cli import CodexHome, codex_bin, codex_prefix  # noqa: F401 - fixture
 from tests.e2e.codex_fake_api import CodexFakeApi, reply_text
-from tests.e2e.codex_tui import INPUT_HINT
+from tests.e2e.codex_tui import INPUT_HINT, submit
 from tests.e2e.test_codex_switch import NOT_SPEECH, RUNNING, input_texts
 from tests.fixtures.second_user import GID, NAME, UID, SecondUser, second_user  # noqa: F401
 from tests.fixtures.tmux import wait_for
@@ -90,10 +90,8 @@ class UserCodex:
         return self.user.tmux("capture-pane", "-p", "-t", TARGET).stdout
 
     def type_prompt(self, text: str) -> None:
-        self.user.tmux("send-keys", "-t", TARGET, "-l", text)
-        wait_for(lambda: text[-30:] in self.capture().replace("\n", ""), timeout=30,
-                 interval=0.2, what=f"typed text {text!r} in the user's pane")
-        self.user.tmux("send-keys", "-t", TARGET, "Enter")
+        submit(lambda *keys: self.user.tmux("send-keys", "-t", TARGET, *keys), self.capture,
+               text)
 
 
 def owner_mode(path: Path) -> tuple[int, int, int]:
