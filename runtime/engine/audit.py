@@ -65,7 +65,8 @@ Hear = Callable[[str], None]
 
 
 class Recognised:
-    """What the classifier produced: utterances per (event uuid, role), human texts, slashes.
+    """What the classifier produced: utterances per (event uuid, role) — per (line, role) for
+    a line without a uuid — human texts, slashes.
 
     ``human_texts`` are the texts still held; when the reader let older ones go (``plan``
     keeps only the last turns' texts, having told each to ``SecondReading.hear`` as it was
@@ -76,6 +77,8 @@ class Recognised:
 
     def __init__(self, slash_seen: int = 0) -> None:
         self.per_line: Counter[tuple[str, str]] = Counter()
+        # what lines without a uuid (none, not a string, or empty) made, by (line, role)
+        self.by_line: Counter[tuple[int, str]] = Counter()
         self.human_texts: list[str] = []
         self.slash_seen = slash_seen
         self.replay: Callable[[Hear], None] | None = None
@@ -239,7 +242,8 @@ class SecondReading:
         result = AuditResult()
         for c in self.candidates:
             result.shapes[c.shape] += c.counted
-            got = recognised.per_line[(c.uuid, c.role)] if isinstance(c.uuid, str) else 0
+            got = (recognised.per_line[(c.uuid, c.role)] if isinstance(c.uuid, str) and c.uuid
+                   else recognised.by_line[(c.line, c.role)])
             if c.seen > got:
                 result.unrecognised[c.shape] += c.seen - got
                 result.findings.append(Finding(c.shape, c.line))

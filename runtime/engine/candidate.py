@@ -245,6 +245,7 @@ def _recognised(sink: TurnBuilder, turns: list[Turn]) -> Recognised:
     from runtime.engine.audit import Recognised
 
     seen = Recognised(slash_seen=sink.counts["slash"] + sink.slash_local + sink.slash_unanswered)
+    seen.by_line = sink.uuidless  # made, not only kept in turns: the lines have no other key
     extra = [s.utterance for s in sink.summaries] + ([sink.startup] if sink.startup else [])
     shed = sink.tokens if isinstance(sink, _Shedding) else {}
     for turn in turns:

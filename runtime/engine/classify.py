@@ -46,6 +46,7 @@ class Classifier:
         self.boundary_seen = False
         self.assistant_seen = False
         self.snapshot_taken = False
+        self.line = 0  # the number of the line being classified (set by the reader)
 
     def event(self, event: dict[str, Any], size: int) -> None:
         kind = event.get("type")
@@ -96,6 +97,8 @@ class Classifier:
             self.stats.timestamps_replaced += 1
         else:
             self.last_good = utt.timestamp
+        if not utt.source_uuid and self.sink is not None:  # the audit finds it by its line
+            self.sink.uuidless[self.line, role] += 1
         return utt
 
     def _earlier_timestamp(self) -> str | None:

@@ -11,6 +11,7 @@ classifier makes one line's utterances into, counted as ``Located`` counts them.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from runtime.engine.speech import Utterance
@@ -50,6 +51,7 @@ class Said:
 
     def __init__(self) -> None:
         self.said: list[Utterance] = []
+        self.uuidless: Counter[tuple[int, str]] = Counter()  # (the classifier counts there)
 
     def human(self, utt: Utterance) -> None:
         self.said.append(utt)

@@ -218,6 +218,7 @@ def scan(
             if locate:
                 sink.line_at = position - size  # type: ignore[union-attr]
                 sink.line_size = size  # type: ignore[union-attr]
+            classifier.line = lineno
             handle_event(event, size)
     prefilter.flush()
     stats.lines = lineno

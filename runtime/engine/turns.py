@@ -54,6 +54,9 @@ class TurnBuilder:
         self.counts: Counter[str] = Counter()
         self.slash_local = 0
         self.slash_unanswered = 0
+        # utterances made from a line without a uuid, by (line number, role): the audit
+        # cannot match them to their line by uuid as it does every other
+        self.uuidless: Counter[tuple[int, str]] = Counter()
         self._leading: list[Utterance] = []
         self._pending_slash: Utterance | None = None
 

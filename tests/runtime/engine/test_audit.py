@@ -115,6 +115,88 @@ def test_an_unknown_origin_kind_blocks(tmp_path: Path) -> None:
     assert reason is not None and "origin.kind 'voice' at line 3" in reason
 
 
+def _uuidless(uuid: object = None, **user: object) -> list[dict[str, object]]:
+    """A hand-written chat: each line with only what a person writing one puts in, the
+    uuid left out (``uuid`` None) or not a usable one."""
+    lines: list[dict[str, object]] = [
+        {"type": "user", "message": {"role": "user", "content": "remember the number 42"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": "I will remember 42."}]}},
+        {"type": "user", "message": {"role": "user", "content": "and 43"}, **user},
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": "43 too."}]}},
+    ]
+    if uuid is not None:
+        for line in lines:
+            line["uuid"] = uuid
+    return lines
+
+
+@pytest.mark.parametrize("uuid", [None, "", 7], ids=["missing", "empty", "a number"])
+def test_lines_without_a_uuid_are_matched_by_their_line_and_do_not_block(
+    tmp_path: Path, uuid: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hand-written.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in _uuidless(uuid)))
+    built = candidate.build(path, config())
+    assert built.blocked_reason is None
+    assert built.details["recognition_audit"]["unrecognised"] == {}
+    assert built.details["recognition_audit"]["candidates"] == {"user text": 2,
+                                                                "assistant text": 2}
+    assert main(["fork", "--transcript", str(path), "--into", str(tmp_path / "out")]) == 0
+    written = (tmp_path / "out" / f"{capsys.readouterr().out.split()[1]}.jsonl").read_bytes()
+    for said in (b"remember the number 42", b"I will remember 42.", b"and 43", b"43 too."):
+        assert said in written
+
+
+def test_an_unknown_shape_on_a_line_without_a_uuid_blocks_with_its_line(tmp_path: Path) -> None:
+    """Matched by line, not pooled: line 1's recognised user text does not cover line 3."""
+    path = tmp_path / "hand-written.jsonl"
+    lines = _uuidless(origin={"kind": "voice"}, isMeta=True)
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    reason = candidate.build(path, config()).blocked_reason
+    assert reason is not None and reason.startswith("unrecognised speech: origin.kind 'voice' at "
+                                                    "line 3;")
+
+
+ORDINARY_TEXT = st.sampled_from(["hello", "caf\u00e9 \u4e2d", "<b>x</b> words", "42"])
+UUID = st.one_of(st.none(), st.just(""), st.integers(0, 3), st.sampled_from(["a", "b", "dup"]))
+
+
+@st.composite
+def ordinary_line(draw: st.DrawFn) -> dict[str, object]:
+    """A user or assistant line of a shape the rules know, with any uuid arrangement: left
+    out, empty, a number, or one that other lines share."""
+    said = draw(ORDINARY_TEXT)
+    if draw(st.booleans()):
+        line: dict[str, object] = {"type": "user", "message": {"role": "user", "content": (
+            said if draw(st.booleans()) else [{"type": "text", "text": said}])}}
+    else:
+        blocks: list[dict[str, object]] = [{"type": "text", "text": said}]
+        if draw(st.booleans()):
+            blocks.append({"type": "tool_use", "id": "t", "name": "mcp__companion__reply",
+                           "input": {"chat_id": "1", "text": draw(ORDINARY_TEXT)}})
+        line = {"type": "assistant", "message": {"role": "assistant", "model": "m",
+                                                 "content": blocks}}
+    uuid = draw(UUID)
+    if uuid is not None:
+        line["uuid"] = uuid
+    return line
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ordinary_line(), min_size=1, max_size=8))
+def test_known_shapes_never_block_whatever_their_uuids(lines: list[dict[str, object]]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "source.jsonl"
+        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        built = candidate.build(path, config())
+    assert built.details["recognition_audit"]["unrecognised"] == {}
+    assert built.blocked_reason is None
+
+
 def test_an_enqueued_prompt_that_never_lands_as_speech_blocks(tmp_path: Path) -> None:
     t = chat()
     t.queue_operation("enqueue", "lost in a new delivery path")
