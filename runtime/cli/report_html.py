@@ -87,7 +87,9 @@ def _carried(built: Any) -> list[Utterance]:
         if pending is not None:
             text = pending[entry.position][0].text
         else:
-            text = built.items[entry.position]["message"]["content"][-1]["text"]
+            item = built.items[entry.position]
+            text = (item["content"] if entry.kind == "voice"  # a voice line's text
+                    else item["message"]["content"][-1]["text"])
         out.append(Utterance(entry.role, entry.kind, str(entry.source_timestamp or ""),
                              entry.stamp, entry.turn, text))
     return out

@@ -313,6 +313,11 @@ class SecondReading:
             self._user(event, line)
         elif kind == "assistant":
             self._assistant(event, line)
+        elif kind == "system" and event.get("subtype") == "voice_call_talk":
+            # words said on a voice call, stored as a system line (whatever its other fields)
+            text = event.get("content")
+            if isinstance(text, str) and text.strip():
+                self.flag("voice call talk", line, 1, event.get("uuid"), "user")
 
     def _enqueue(self, event: dict[str, Any], line: int) -> None:
         if event.get("operation") != "enqueue":

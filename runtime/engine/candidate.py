@@ -472,7 +472,11 @@ def write_manifest(build: Build, path: Path) -> str:
 
 
 def _turn_stamp(turn: Turn) -> str | None:
+    """The time stamp the turn's first human item opens with; none when that item is a
+    voice line (its content is carried as Claude Code stored it, nothing added)."""
     for utt in turn.items:
+        if utt.role == "user" and utt.kind == "voice":
+            return None
         if utt.role == "user" and utt.timestamp:
             moment = datetime.fromisoformat(utt.timestamp).astimezone(UTC)
             return moment.strftime("[%Y-%m-%d %H:%M UTC]")

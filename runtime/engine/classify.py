@@ -17,7 +17,15 @@ import orjson
 
 from runtime.engine.dirty import Ledger
 from runtime.engine.find import contains
-from runtime.engine.speech import MARK_KEY, SpeechRules, Utterance, read_mark, valid_timestamp
+from runtime.engine.speech import (
+    MARK_KEY,
+    VOICE_ORIGIN,
+    VOICE_SUBTYPE,
+    SpeechRules,
+    Utterance,
+    read_mark,
+    valid_timestamp,
+)
 
 if TYPE_CHECKING:
     from runtime.engine.transcript import ReadStats
@@ -66,11 +74,13 @@ class Classifier:
         elif kind == "attachment":
             self._attachment(event, size)
         elif kind == "system":
-            if event.get("subtype") == "compact_boundary":
+            subtype = event.get("subtype")
+            if subtype == "compact_boundary":
                 parent = event.get("logicalParentUuid")
                 self.boundary_parent = parent if isinstance(parent, str) else None
                 self.boundary_seen = self.boundary_parent in self.recent_uuids
-            self._ignore(kind, "system", "system", size)
+            if subtype != VOICE_SUBTYPE or not self._voice(event, size):
+                self._ignore(kind, "system", "system", size)
         else:
             self.ledger.add_other(kind, size)
         if self.sink is not None:
@@ -347,6 +357,32 @@ class Classifier:
         if self.sink is not None:
             for text in kept:
                 self.sink.human(self._utterance(event, kind, "user", text))
+
+    def _voice(self, event: dict[str, Any], size: int) -> bool:
+        """Words said aloud on a voice call, stored as a ``voice_call_talk`` system line: human
+        speech of kind ``voice``, its ``content`` carried verbatim with its ``origin``.
+
+        False (a system line) where Claude Code keeps the line a system row too — content not
+        a string, origin not ``voice-call``, a ``fold`` that is not a queued command — and for
+        a blank one. (A folded line is a voice prompt queued while the model worked; its words
+        are the same speech.)
+        """
+        text = event.get("content")
+        origin = event.get("origin")
+        if type(text) is not str or type(origin) is not dict or origin.get("kind") != VOICE_ORIGIN:
+            return False
+        if "fold" in event:
+            fold = event["fold"]
+            if type(fold) is not dict or type(fold.get("command")) is not dict:
+                return False
+        if not text or text.isspace():
+            return False
+        self.ledger.conversation_bytes += size
+        self.stats.speech["voice"] += 1
+        self.stats.spoke["user"] += 1
+        if self.sink is not None:
+            self.sink.human(self._utterance(event, "voice", "user", text))
+        return True
 
     def _carried(self, event: dict[str, Any], role: str, message: Any, size: int) -> bool:
         """An item an earlier rebuild wrote: its mark says what it carries (False: not ours).

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from runtime.engine.speech import MARK_KEY, Utterance, carry_mark
+from runtime.engine.speech import MARK_KEY, VOICE_SUBTYPE, Utterance, carry_mark
 
 NAMESPACE = uuid.UUID("8ebe8dba-c0be-55d0-bcf2-1bc645e9378b")
 _NS_BYTES = NAMESPACE.bytes
@@ -183,6 +183,14 @@ class Layout:
         item["version"] = version
         if _nonempty(utt.git_branch):
             item["gitBranch"] = utt.git_branch
+        if utt.kind == "voice":  # as Claude Code stores it (speech.VOICE_SUBTYPE)
+            item.update(type="system", subtype=VOICE_SUBTYPE, level="info", isMeta=True,
+                        msgV=1, content=utt.text, origin=utt.origin)
+            self._last_message = None
+            item["uuid"] = item_id
+            item["timestamp"] = timestamp
+            item[MARK_KEY] = carry_mark(utt.kind, None)
+            return item
         item["type"] = utt.role
         if utt.role == "user":
             item["message"] = {"role": "user", "content": blocks}

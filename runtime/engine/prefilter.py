@@ -12,7 +12,7 @@ holds the two paths to identical results over the corpus and fuzzed lines.
 Settled here: sidechain lines; assistant lines that are an API error, ``<synthetic>``, or a
 single thinking block or non-speech tool call; user lines answering a tool call (images in
 them counted apart); attachments other than queued prompts; system lines other than
-compaction boundaries; every other event type.
+compaction boundaries and voice-call talk; every other event type.
 
 What it buys (issue 13, in-process CPU against the reference on 100 MB files): most where
 the noise is structured (tool results with nested ``toolUseResult`` objects: 0.21 s -> 0.17 s),
@@ -30,6 +30,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+from runtime.engine.speech import VOICE_SUBTYPE
 
 if TYPE_CHECKING:
     from runtime.engine.classify import Classifier
@@ -133,7 +135,8 @@ class Prefilter:
                 return False
             reason = category = "attachment"
         elif kind == "system":
-            if head.subtype == "compact_boundary":
+            subtype = head.subtype
+            if subtype == "compact_boundary" or subtype == VOICE_SUBTYPE:
                 return False
             reason = category = "system"
         else:  # a type no rule reads further (progress, snapshots, ...): _book, inline

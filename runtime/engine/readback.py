@@ -68,8 +68,11 @@ def refill(
             if found is None:
                 yield item
                 continue
-            block = item["message"]["content"][-1]
             _, offset, size, place = found  # one file: the transcript itself
-            block["text"] = text_at(handle, rules, offset, size, place, scratch)
+            if "message" in item:  # the text is the message's last block
+                holder, key = item["message"]["content"][-1], "text"
+            else:  # a voice line's text is its content
+                holder, key = item, "content"
+            holder[key] = text_at(handle, rules, offset, size, place, scratch)
             yield item
-            block["text"] = ""  # written: the string and orjson's UTF-8 copy of it go
+            holder[key] = ""  # written: the string and orjson's UTF-8 copy of it go

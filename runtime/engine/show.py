@@ -115,7 +115,10 @@ def view(source: Path, config: Config, agent: str | None = None, progress: Any =
 
 def _said(entry: Any, line: dict[str, Any]) -> Said:
     """A carried item from its manifest entry and its candidate line (Claude or Codex)."""
-    body = line.get("message") if "message" in line else line.get("payload")
+    if entry.kind == "voice":  # a voice line's text is its content
+        body: Any = {"content": [{"text": line.get("content")}]}
+    else:
+        body = line.get("message") if "message" in line else line.get("payload")
     blocks = body.get("content") if type(body) is dict else None
     texts = [b.get("text") for b in blocks or [] if type(b) is dict]
     text = texts[-1] if texts and type(texts[-1]) is str else ""

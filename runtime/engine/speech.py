@@ -18,7 +18,12 @@ from typing import Any, NamedTuple
 from runtime.config import RebuildConfig
 from runtime.engine import find, tags
 
-HUMAN_KINDS: tuple[str, ...] = ("typed", "channel", "queued", "slash")
+HUMAN_KINDS: tuple[str, ...] = ("typed", "channel", "queued", "slash", "voice")
+# Words said aloud on a voice call: Claude Code (2.1.328) stores them as a system line of this
+# subtype with ``origin: {kind: "voice-call"}`` and loads that back as a user message from a
+# non-user source (never as typed intent); a rebuild carries them in the same form
+VOICE_SUBTYPE = "voice_call_talk"
+VOICE_ORIGIN = "voice-call"
 ASSISTANT_KINDS: tuple[str, ...] = ("assistant_text", "channel_reply", "speech_tool")
 SPEECH_KINDS: tuple[str, ...] = HUMAN_KINDS + ASSISTANT_KINDS
 
@@ -105,7 +110,7 @@ class Utterance(NamedTuple):
     user_type: Any
     message_id: Any
     model: Any
-    origin: Any = None  # a channel message's ``origin`` ({kind: "channel", server: …}), kept
+    origin: Any = None  # a channel message's or voice line's ``origin`` ({kind: …}), kept
 
 
 class SpeechRules:
@@ -306,7 +311,7 @@ class SpeechRules:
             event.get("userType"),
             message.get("id"),
             message.get("model"),
-            event.get("origin") if kind == "channel" else None,
+            event.get("origin") if kind == "channel" or kind == "voice" else None,
         )
 
 

@@ -1,8 +1,9 @@
 """Verification of a written candidate, by code (SPEC §3.8).
 
 The candidate file is re-read from disk and checked against the build's manifest: only
-user/assistant items, one new sessionId, the manifest's ids in order, a linear parent chain,
-valid timestamps and versions, text blocks only, every text digest equal to its source. Then
+user/assistant items (and the system lines of words said on a voice call), one new
+sessionId, the manifest's ids in order, a linear parent chain, valid timestamps and
+versions, text blocks only, every text digest equal to its source. Then
 the recognition audit: per speech kind, what the source said = what the candidate carries +
 what the rules left out (dropped oldest turns, an excluded open tail). Any failure raises
 ``VerificationError`` naming the check.
@@ -19,7 +20,13 @@ import orjson
 
 from runtime.engine.candidate import Build
 from runtime.engine.items import ManifestEntry, sha256_text
-from runtime.engine.speech import SPEECH_KINDS, read_mark, valid_timestamp
+from runtime.engine.speech import (
+    SPEECH_KINDS,
+    VOICE_ORIGIN,
+    VOICE_SUBTYPE,
+    read_mark,
+    valid_timestamp,
+)
 from runtime.errors import VerificationError
 from runtime.record import Record
 
@@ -131,6 +138,9 @@ def _check_item(
     """Raise the first failed check of one item; a message is worded only when it fails
     (55 k f-strings a speech-heavy fork formatted for nothing)."""
     kind = event.get("type")
+    if entry.kind == "voice":
+        _check_voice(path, number, event, entry, session, parent)
+        return
     if kind not in ("user", "assistant"):
         _fail("types", path, f"item {number} has type {kind!r}")
     if kind != entry.role:
@@ -169,6 +179,42 @@ def _check_item(
     if read_mark(event, str(kind)) != (entry.kind, entry.stamp):
         _fail("mark", path, f"item {number} does not carry the mark of a {entry.kind!r} item")
     digest = sha256_text(content[-1]["text"])
+    if not digest == entry.candidate_sha256 == entry.source_sha256:
+        _fail("text_digest", path, f"item {number} text digest differs from its source")
+
+
+def _check_voice(
+    path: Path, number: int, event: dict[str, Any], entry: ManifestEntry, session: str,
+    parent: str | None,
+) -> None:
+    """A voice item: the system line Claude Code loads as words said on a voice call (its
+    type and flags, its ``voice-call`` origin, its content verbatim, no lead)."""
+    if event.get("type") != "system" or event.get("subtype") != VOICE_SUBTYPE:
+        _fail("types", path, f"item {number} is not a {VOICE_SUBTYPE} system line")
+    if event.get("sessionId") != session:
+        _fail("session_id", path, f"item {number} has another sessionId")
+    if event.get("uuid") != entry.item_id:
+        _fail("uuids", path, f"item {number} uuid differs from manifest")
+    if event.get("parentUuid") != parent:
+        _fail("parent_chain", path, f"item {number} breaks the chain")
+    origin = event.get("origin")
+    if not (event.get("isSidechain") is False and event.get("isMeta") is True
+            and type(origin) is dict and origin.get("kind") == VOICE_ORIGIN
+            and "fold" not in event):
+        _fail("flags", path, f"item {number} is not a voice line (isMeta, origin, no fold)")
+    if not valid_timestamp(event.get("timestamp")):
+        _fail("timestamps", path, f"item {number} timestamp")
+    version = event.get("version")
+    if not (type(version) is str and version != ""):
+        _fail("version", path, f"item {number} has no version")
+    text = event.get("content")
+    if type(text) is not str or "blocks" in event:
+        _fail("blocks", path, f"item {number} has no text content")
+    if entry.stamp:
+        _fail("stamp", path, f"item {number} is a voice line with a lead")
+    if read_mark(event, "user") != ("voice", None):
+        _fail("mark", path, f"item {number} does not carry the mark of a 'voice' item")
+    digest = sha256_text(text)
     if not digest == entry.candidate_sha256 == entry.source_sha256:
         _fail("text_digest", path, f"item {number} text digest differs from its source")
 

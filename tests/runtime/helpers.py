@@ -21,8 +21,9 @@ def build(tmp_path: Path, transcript: Transcript, **rebuild: Any) -> Build:
 
 
 def texts(built: Build) -> list[str]:
-    """The carried utterance texts in order (without stamp blocks)."""
-    return [item["message"]["content"][-1]["text"] for item in built.items]
+    """The carried utterance texts in order (without stamp blocks; a voice line's content)."""
+    return [item["content"] if item["type"] == "system" else item["message"]["content"][-1]["text"]
+            for item in built.items]
 
 
 def kinds(built: Build) -> list[str]:

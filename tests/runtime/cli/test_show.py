@@ -94,6 +94,26 @@ def test_show_shows_who_spoke_when_and_the_turns(
     assert heads[0] == "2026-04-26 21:55:01 UTC  human (typed)"  # the fixture's first stamp
 
 
+def test_show_and_the_html_page_show_words_said_on_a_voice_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runtime.agents.kind import AgentKind
+    from runtime.cli.report_html import gather, page
+
+    t = Transcript()
+    t.user("question one")
+    t.assistant("answer one")
+    t.voice("said on the call:\nline two")
+    t.assistant("answer two")
+    path = t.write(tmp_path / "11111111-2222-3333-4444-555555555555.jsonl")
+    out = show(capsys, path)
+    assert_in_order(out, ["question one", "answer one", "said on the call:\nline two",
+                          "answer two"])
+    assert "  human (voice)\n" in out
+    html = page(gather(path, config_from_mapping({}), AgentKind.CLAUDE, None))
+    assert "said on the call:\nline two" in html
+
+
 def test_codex_show_carries_the_rollout_speech_and_its_noise(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

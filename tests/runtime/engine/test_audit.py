@@ -42,12 +42,29 @@ def test_known_shapes_are_all_recognised_and_nothing_blocks(tmp_path: Path) -> N
     t.assistant(tool_use("mcp__companion__reply", {"chat_id": "42", "text": "answered"}))
     t.queued("typed while busy")
     t.assistant("ok")
+    t.voice("said aloud on a call")
+    t.assistant("heard")
     built = candidate.build(t.write(tmp_path / "source.jsonl"), config())
     assert built.blocked_reason is None
     audit = built.details["recognition_audit"]
     assert audit["unrecognised"] == {}
     assert audit["candidates"]["<channel> envelope"] == 1
     assert audit["candidates"]["queue-operation enqueue"] == 2
+    assert audit["candidates"]["voice call talk"] == 1
+
+
+def test_words_of_a_voice_line_the_rules_do_not_carry_block_with_its_line(
+    tmp_path: Path,
+) -> None:
+    """A ``voice_call_talk`` line Claude Code would keep as a damaged system row (here: no
+    ``origin``) still holds words said on a call: the rebuild refuses rather than drop them."""
+    t = chat()
+    t.voice("the code is 4471", origin=None)
+    t.assistant("noted")
+    assert blocked(tmp_path, t) == (
+        "unrecognised speech: voice call talk at line 3; the speech rules do not know this "
+        "shape, so a rebuild would lose it"
+    )
 
 
 def test_a_new_attachment_subtype_carrying_a_prompt_blocks_with_its_line(tmp_path: Path) -> None:

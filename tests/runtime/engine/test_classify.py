@@ -261,6 +261,52 @@ def test_tool_results_and_sidechain_lines_are_not_speech(tmp_path: Path) -> None
     assert built.read.ignored_reasons["sidechain"] == 2
 
 
+def test_words_said_on_a_voice_call_are_human_speech_carried_as_claude_code_stores_them(
+    tmp_path: Path,
+) -> None:
+    """Claude Code 2.1.328 stores them as ``voice_call_talk`` system lines; verbatim (tags and
+    all: Claude Code sends the content as it is), their origin kept, no time stamp added."""
+    t = Transcript()
+    t.voice("<b>said</b> aloud: call me at noon", origin={"kind": "voice-call", "requestUuid": "r"})
+    t.assistant("noon it is")
+    t.voice("and bring the key", fold={"command": {"commandMode": "prompt"}, "rendered": None})
+    t.assistant("key noted")
+    built = build(tmp_path, t)
+    assert texts(built) == ["<b>said</b> aloud: call me at noon", "noon it is",
+                            "and bring the key", "key noted"]
+    assert kinds(built) == ["voice", "assistant_text", "voice", "assistant_text"]
+    first = built.items[0]
+    assert (first["type"], first["subtype"], first["isMeta"], first["msgV"]) == (
+        "system", "voice_call_talk", True, 1)
+    assert first["origin"] == {"kind": "voice-call", "requestUuid": "r"}
+    assert "fold" not in built.items[2] and "message" not in first
+    assert [e.stamp for e in built.manifest] == [None, None, None, None]
+    assert built.counts["source"]["voice"] == built.counts["candidate"]["voice"] == 2
+    assert built.ledger.conversation_bytes > 0 and built.ledger.noise.get("system", 0) == 0
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"origin": None}, {"origin": {"kind": "channel"}}, {"content": ["a list"]},
+     {"content": " \n "}, {"fold": None}, {"fold": {"rendered": None}},
+     {"fold": {"command": "prompt"}}, {"isSidechain": True}],
+    ids=["no origin", "another origin", "content not a string", "blank", "fold null",
+         "fold without command", "fold command not an object", "sidechain"],
+)
+def test_a_voice_line_claude_code_keeps_as_a_system_row_is_not_speech(
+    tmp_path: Path, extra: dict[str, object]
+) -> None:
+    """Where Claude Code's loader (``iyr``) leaves the line a system row, the model never sees
+    it: it is not speech here either (the independent audit still looks at its words)."""
+    t = Transcript()
+    t.user("hello")
+    t.assistant("hi")
+    t.voice("said on a call", **extra)
+    built = build(tmp_path, t)
+    assert kinds(built) == ["typed", "assistant_text"]
+    assert built.counts["source"]["voice"] == 0
+
+
 # -- assistant speech ------------------------------------------------------------------------
 
 

@@ -33,7 +33,8 @@ Speech = list[tuple[str, str, str, str | None]]
 def speech(built: Build) -> Speech:
     """``(role, kind, text, stamp)`` of every carried item, in order."""
     return [
-        (entry.role, entry.kind, item["message"]["content"][-1]["text"], entry.stamp)
+        (entry.role, entry.kind, item["content"] if entry.kind == "voice"
+         else item["message"]["content"][-1]["text"], entry.stamp)
         for entry, item in zip(built.manifest, built.items, strict=True)
     ]
 
@@ -166,6 +167,11 @@ def _local_slash(t: Transcript, text: str) -> None:
     t.user(f"<local-command-stdout>{text}</local-command-stdout>")
 
 
+def _voice(t: Transcript, text: str) -> None:
+    t.voice(text)
+    t.assistant(f"heard {text}")
+
+
 def _noise(t: Transcript, text: str) -> None:
     t.tool_round(result=text)
     t.meta(f"<system-reminder>{text}</system-reminder>")
@@ -175,7 +181,8 @@ def _compaction(t: Transcript, text: str) -> None:
     t.compact(f"summary: {text}")
 
 
-LIVE = [_typed, _channel, _queued, _reply, _answer, _slash, _local_slash, _noise, _compaction]
+LIVE = [_typed, _channel, _queued, _reply, _answer, _slash, _local_slash, _voice, _noise,
+        _compaction]
 EVENTS = st.lists(st.tuples(st.sampled_from(LIVE), WORDS), min_size=1, max_size=12)
 
 

@@ -223,7 +223,13 @@ EVENT = SHAPED | st.fixed_dictionaries(
         "isApiErrorMessage": st.booleans() | ODD,
         "isCompactSummary": st.booleans(),
         "isMeta": st.booleans(),
-        "subtype": st.sampled_from(["compact_boundary", "local_command", "x"]) | ODD,
+        "subtype": st.sampled_from(["compact_boundary", "local_command", "voice_call_talk", "x"])
+        | ODD,
+        # a voice-call line's fields (system lines of subtype voice_call_talk carry speech)
+        "content": SAID | st.just("  ") | ODD,
+        "origin": st.fixed_dictionaries({"kind": st.sampled_from(["voice-call", "channel"])
+                                         | ODD}) | ODD,
+        "fold": st.fixed_dictionaries({}, optional={"command": st.just({}) | ODD}) | ODD,
         "uuid": st.uuids().map(str) | ODD,
         "timestamp": STAMP | ODD,
         "message": st.fixed_dictionaries(

@@ -52,6 +52,8 @@ def varied(turns: int) -> Transcript:
         t.assistant("noted")
         t.queued(f"typed while busy {n}")
         t.assistant("ok")
+        t.voice(f"said on a call {n} ✱")
+        t.assistant("heard")
     return t
 
 
