@@ -136,14 +136,19 @@ def _check_item(
     parent: str | None,
 ) -> None:
     """Raise the first failed check of one item; a message is worded only when it fails
-    (55 k f-strings a speech-heavy fork formatted for nothing)."""
+    (55 k f-strings a speech-heavy fork formatted for nothing).
+
+    A voice item is the system line Claude Code loads as words said on a voice call: its
+    type, flags (``isMeta: true``, a ``voice-call`` origin, no ``fold``) and text (its
+    ``content``, no lead) are checked on those terms, the rest as for every item."""
     kind = event.get("type")
-    if entry.kind == "voice":
-        _check_voice(path, number, event, entry, session, parent)
-        return
-    if kind not in ("user", "assistant"):
+    voice = entry.kind == "voice"
+    if voice:
+        if kind != "system" or event.get("subtype") != VOICE_SUBTYPE:
+            _fail("types", path, f"item {number} is not a {VOICE_SUBTYPE} system line")
+    elif kind not in ("user", "assistant"):
         _fail("types", path, f"item {number} has type {kind!r}")
-    if kind != entry.role:
+    elif kind != entry.role:
         _fail("types", path, f"item {number} is {kind!r}, manifest says {entry.role!r}")
     if event.get("sessionId") != session:
         _fail("session_id", path, f"item {number} has another sessionId")
@@ -151,15 +156,34 @@ def _check_item(
         _fail("uuids", path, f"item {number} uuid differs from manifest")
     if event.get("parentUuid") != parent:
         _fail("parent_chain", path, f"item {number} breaks the chain")
-    # a user item must say isMeta: false (an absent flag is not the same claim)
-    meta = event.get("isMeta") if kind == "user" else event.get("isMeta", False)
-    if not (event.get("isSidechain") is False and meta is False):
-        _fail("flags", path, f"item {number} is not marked isSidechain: false / isMeta: false")
+    if voice:
+        origin = event.get("origin")
+        if not (event.get("isSidechain") is False and event.get("isMeta") is True
+                and type(origin) is dict and origin.get("kind") == VOICE_ORIGIN
+                and "fold" not in event):
+            _fail("flags", path, f"item {number} is not a voice line (isMeta, origin, no fold)")
+    else:
+        # a user item must say isMeta: false (an absent flag is not the same claim)
+        meta = event.get("isMeta") if kind == "user" else event.get("isMeta", False)
+        if not (event.get("isSidechain") is False and meta is False):
+            _fail("flags", path,
+                  f"item {number} is not marked isSidechain: false / isMeta: false")
     if not valid_timestamp(event.get("timestamp")):
         _fail("timestamps", path, f"item {number} timestamp")
     version = event.get("version")
     if not (type(version) is str and version != ""):
         _fail("version", path, f"item {number} has no version")
+    text = _voice_text(path, number, event, entry) if voice else _blocks_text(
+        path, number, event, entry, str(kind))
+    digest = sha256_text(text)
+    if not digest == entry.candidate_sha256 == entry.source_sha256:
+        _fail("text_digest", path, f"item {number} text digest differs from its source")
+
+
+def _blocks_text(
+    path: Path, number: int, event: dict[str, Any], entry: ManifestEntry, kind: str
+) -> str:
+    """The carried text of a user/assistant item: its blocks, stamp and mark checked."""
     message = event.get("message")
     content = message.get("content") if type(message) is dict else None
     if not (type(message) is dict and message.get("role") == kind and type(content) is list):
@@ -176,37 +200,13 @@ def _check_item(
         _fail("stamp", path, f"item {number} has {len(content)} block(s)")
     if entry.stamp and content[0]["text"] != entry.stamp:
         _fail("stamp", path, f"item {number} stamp differs")
-    if read_mark(event, str(kind)) != (entry.kind, entry.stamp):
+    if read_mark(event, kind) != (entry.kind, entry.stamp):
         _fail("mark", path, f"item {number} does not carry the mark of a {entry.kind!r} item")
-    digest = sha256_text(content[-1]["text"])
-    if not digest == entry.candidate_sha256 == entry.source_sha256:
-        _fail("text_digest", path, f"item {number} text digest differs from its source")
+    return str(content[-1]["text"])
 
 
-def _check_voice(
-    path: Path, number: int, event: dict[str, Any], entry: ManifestEntry, session: str,
-    parent: str | None,
-) -> None:
-    """A voice item: the system line Claude Code loads as words said on a voice call (its
-    type and flags, its ``voice-call`` origin, its content verbatim, no lead)."""
-    if event.get("type") != "system" or event.get("subtype") != VOICE_SUBTYPE:
-        _fail("types", path, f"item {number} is not a {VOICE_SUBTYPE} system line")
-    if event.get("sessionId") != session:
-        _fail("session_id", path, f"item {number} has another sessionId")
-    if event.get("uuid") != entry.item_id:
-        _fail("uuids", path, f"item {number} uuid differs from manifest")
-    if event.get("parentUuid") != parent:
-        _fail("parent_chain", path, f"item {number} breaks the chain")
-    origin = event.get("origin")
-    if not (event.get("isSidechain") is False and event.get("isMeta") is True
-            and type(origin) is dict and origin.get("kind") == VOICE_ORIGIN
-            and "fold" not in event):
-        _fail("flags", path, f"item {number} is not a voice line (isMeta, origin, no fold)")
-    if not valid_timestamp(event.get("timestamp")):
-        _fail("timestamps", path, f"item {number} timestamp")
-    version = event.get("version")
-    if not (type(version) is str and version != ""):
-        _fail("version", path, f"item {number} has no version")
+def _voice_text(path: Path, number: int, event: dict[str, Any], entry: ManifestEntry) -> str:
+    """The carried text of a voice item: its ``content`` (no blocks, no lead), mark checked."""
     text = event.get("content")
     if type(text) is not str or "blocks" in event:
         _fail("blocks", path, f"item {number} has no text content")
@@ -214,9 +214,7 @@ def _check_voice(
         _fail("stamp", path, f"item {number} is a voice line with a lead")
     if read_mark(event, "user") != ("voice", None):
         _fail("mark", path, f"item {number} does not carry the mark of a 'voice' item")
-    digest = sha256_text(text)
-    if not digest == entry.candidate_sha256 == entry.source_sha256:
-        _fail("text_digest", path, f"item {number} text digest differs from its source")
+    return text
 
 
 def _audit(build: Build, carried: Counter[str], path: Path) -> dict[str, dict[str, int]]:

@@ -1,7 +1,8 @@
 """Fixtures of the end-to-end suite: the fake model, a prepared user machine, a claude pane.
 
 Real-claude tests import nothing else: ``fake_api`` (a started FakeApi), ``machine`` (a temp
-HOME prepared by tests/e2e/harness.py against that fake), ``pane`` (a ClaudePane on a private
+HOME prepared by tests/e2e/harness.py against that fake), ``resume_machine`` (the same without
+channel or hook, for print-mode resumes), ``pane`` (a ClaudePane on a private
 tmux server, closed — tmux killed, every claude/channel pid it saw terminated — after the test).
 """
 
@@ -30,6 +31,13 @@ def fake_api() -> Iterator[FakeApi]:
 def machine(tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> Machine:  # noqa: F811
     """A temp user machine: onboarding state, settings with a recording Stop hook, a channel."""
     return prepare_machine(tmp_path / "machine", claude_bin, fake_api.url)
+
+
+@pytest.fixture
+def resume_machine(tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> Machine:  # noqa: F811
+    """A machine without channel or hook: print-mode resumes only."""
+    return prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
+                           recording_hook=False)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.fake_api import FakeApi, Recorded
-from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine
+from tests.e2e.harness import NO_CONVERSATION, Machine
 from tests.e2e.oracle import read_jsonl, texts_of
 from tests.fixtures.transcripts import Transcript, slash_text, tool_use
 
@@ -119,12 +119,6 @@ def _foreign_keys(body: dict[str, Any]) -> list[str]:
         for block in content if isinstance(content, list) else []:
             found += [k for k in block if k not in ("type", "text", "cache_control")]
     return found
-
-
-@pytest.fixture
-def resume_machine(tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> Machine:
-    return prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
-                           recording_hook=False)
 
 
 def test_third_generation_resumes_and_the_model_sees_what_it_saw_in_the_first(

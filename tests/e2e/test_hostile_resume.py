@@ -4,28 +4,17 @@ file that claude 2.1.328 resumes and sends to the model."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.fake_api import FakeApi
-from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine
+from tests.e2e.harness import NO_CONVERSATION, Machine
 from tests.e2e.oracle import normalized
 from tests.fixtures.transcripts import Transcript
 
 pytestmark = [pytest.mark.real_claude]
-
-TL_REBUILD = Path(sys.executable).with_name("tl-rebuild")
-
-
-@pytest.fixture
-def resume_machine(tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> Machine:
-    return prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
-                           recording_hook=False)
 
 
 def test_a_lone_surrogate_line_is_forked_with_its_words_and_resumes_in_the_real_cli(
@@ -38,14 +27,9 @@ def test_a_lone_surrogate_line_is_forked_with_its_words_and_resumes_in_the_real_
     raw = b"\n".join(t.lines).replace(b"PLACEHOLDER", b"we chose postgres \\ud83d") + b"\n"
     source = machine.project_dir / f"{t.session}.jsonl"
     source.write_bytes(raw)
-    env = {k: v for k, v in machine.env.items() if k != "THREADLINE_CONFIG"}
 
-    forked = subprocess.run([str(TL_REBUILD), "fork", "--transcript", str(source), "--into",
-                             str(machine.project_dir), "--json"], env=env, capture_output=True,
-                            text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+    result = machine.fork(source)
 
-    assert forked.returncode == 0, forked.stderr
-    result = json.loads(forked.stdout)
     assert "we chose postgres" in Path(result["candidate_path"]).read_text("utf-8")
     nonce = f"next-{uuid.uuid4().hex[:8]}"
     done = machine.run_claude(["-p", "--resume", result["new_session_id"], nonce], timeout=120)

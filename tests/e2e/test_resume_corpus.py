@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import corpus_dir
 from tests.e2e.fake_api import FakeApi, Recorded
-from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine
+from tests.e2e.harness import NO_CONVERSATION, Machine
 from tests.e2e.oracle import independent_utterances, normalized, read_jsonl, texts_of
 
 pytestmark = [pytest.mark.real_claude, pytest.mark.corpus]
@@ -62,13 +62,6 @@ def fork(machine: Machine, copy: Path) -> subprocess.CompletedProcess[str]:
 def missing_from(request: Recorded, texts: list[str]) -> list[str]:
     seen = normalized(request.joined())
     return [t for t in texts if normalized(t) not in seen]
-
-
-@pytest.fixture
-def resume_machine(tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> Machine:
-    """A machine without channel or hook: print-mode resumes only."""
-    return prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
-                           recording_hook=False)
 
 
 @pytest.mark.parametrize("source", _params())

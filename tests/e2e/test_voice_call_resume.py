@@ -7,27 +7,17 @@ speech, with the tool noise gone."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.fake_api import FakeApi
-from tests.e2e.harness import NO_CONVERSATION, Machine, prepare_machine
+from tests.e2e.harness import NO_CONVERSATION, Machine
 from tests.e2e.oracle import normalized
 from tests.fixtures.transcripts import Transcript, tool_use
 
 pytestmark = [pytest.mark.real_claude]
-
-TL_REBUILD = Path(sys.executable).with_name("tl-rebuild")
-
-
-@pytest.fixture
-def resume_machine(tmp_path: Path, claude_bin: Path, fake_api: FakeApi) -> Machine:
-    return prepare_machine(tmp_path / "machine", claude_bin, fake_api.url, channel=False,
-                           recording_hook=False)
 
 
 def resume_sees(machine: Machine, fake_api: FakeApi, session: str) -> str:
@@ -60,12 +50,7 @@ def test_voice_call_words_are_carried_and_the_real_cli_sends_them_after_the_rebu
     seen = resume_sees(machine, fake_api, t.session)
     assert all(normalized(s) in seen for s in said), seen
 
-    env = {k: v for k, v in machine.env.items() if k != "THREADLINE_CONFIG"}
-    forked = subprocess.run([str(TL_REBUILD), "fork", "--transcript", str(source), "--into",
-                             str(machine.project_dir), "--json"], env=env, capture_output=True,
-                            text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
-    assert forked.returncode == 0, forked.stderr
-    result = json.loads(forked.stdout)
+    result = machine.fork(source)
     assert result["verify"]["audit"]["voice"] == {"source": 2, "candidate": 2,
                                                   "left_out_by_rule": 0}
     written = [json.loads(line) for line in

@@ -27,6 +27,8 @@ def rich(tmp_path: Path) -> Build:
     t.assistant(tool_use("mcp__companion__reply", {"text": "channel reply"}))
     t.queued("queued message")
     t.assistant("more")
+    t.voice("said on a call")
+    t.assistant("heard")
     t.user("open tail")
     return build(tmp_path, t)
 
@@ -50,7 +52,31 @@ def test_a_written_candidate_passes_every_check_with_a_matching_audit(tmp_path: 
     assert report.audit["channel"] == {"source": 1, "candidate": 1, "left_out_by_rule": 0}
     assert report.audit["channel_reply"]["candidate"] == 1
     assert report.audit["queued"]["candidate"] == 1
+    assert report.audit["voice"] == {"source": 1, "candidate": 1, "left_out_by_rule": 0}
     assert report.as_dict()["audit"] == report.audit
+
+
+VOICE = 6  # the voice line's position in ``rich``'s candidate
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "failure"),
+    [("content", "said on a call!", "check 'text_digest' failed .*item 7"),
+     ("type", "user", "check 'types' failed .*item 7 is not a voice_call_talk"),
+     ("origin", None, "check 'flags' failed .*item 7 is not a voice line"),
+     ("isMeta", False, "check 'flags'"),
+     ("fold", {"command": {}}, "check 'flags'"),
+     ("blocks", [{"type": "text", "text": "said on a call"}], "check 'blocks'"),
+     ("threadline", {"kind": "typed"}, "check 'mark'")],
+)
+def test_a_changed_voice_line_fails_the_check_it_breaks(
+    tmp_path: Path, key: str, value: Any, failure: str
+) -> None:
+    built, path = written(tmp_path)
+    assert orjson.loads(path.read_bytes().splitlines()[VOICE])["subtype"] == "voice_call_talk"
+    rewrite(path, with_field(VOICE, key, value))
+    with pytest.raises(VerificationError, match=failure):
+        verify_candidate(path, built)
 
 
 Events = list[dict[str, Any]]
