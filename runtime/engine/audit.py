@@ -314,10 +314,19 @@ class SecondReading:
         elif kind == "assistant":
             self._assistant(event, line)
         elif kind == "system" and event.get("subtype") == "voice_call_talk":
-            # words said on a voice call, stored as a system line (whatever its other fields)
+            # words said on a voice call, stored as a system line (whatever its other fields);
+            # a kept block list (Claude Code sends it instead of ``content``) whose words are
+            # not the content's counts as words of their own
             text = event.get("content")
-            if isinstance(text, str) and text.strip():
-                self.flag("voice call talk", line, 1, event.get("uuid"), "user")
+            seen = 1 if isinstance(text, str) and text.strip() else 0
+            blocks = event.get("blocks")
+            if isinstance(blocks, list):
+                joined = "\n".join(b["text"] for b in blocks
+                                   if isinstance(b, dict) and isinstance(b.get("text"), str))
+                if joined.strip() and joined != text:
+                    seen += 1
+            if seen:
+                self.flag("voice call talk", line, seen, event.get("uuid"), "user", 1)
 
     def _enqueue(self, event: dict[str, Any], line: int) -> None:
         if event.get("operation") != "enqueue":

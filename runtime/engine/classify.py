@@ -365,11 +365,17 @@ class Classifier:
         False (a system line) where Claude Code keeps the line a system row too — content not
         a string, origin not ``voice-call``, a ``fold`` that is not a queued command — and for
         a blank one. (A folded line is a voice prompt queued while the model worked; its words
-        are the same speech.)
+        are the same speech.) A line that also keeps the message's block list (``blocks``:
+        Claude Code then sends that list, not ``content``) is carried only when ``content`` is
+        what Claude Code makes of it — its text blocks' texts joined by newlines — so the words
+        carried are the words the model was sent; any other is left to the audit, which blocks.
         """
         text = event.get("content")
         origin = event.get("origin")
         if type(text) is not str or type(origin) is not dict or origin.get("kind") != VOICE_ORIGIN:
+            return False
+        blocks = event.get("blocks")
+        if type(blocks) is list and _joined_texts(blocks) != text:
             return False
         if "fold" in event:
             fold = event["fold"]
@@ -503,3 +509,16 @@ def _utf8_len(text: Any) -> int:
     if type(text) is not str:
         return 0
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _joined_texts(blocks: list[Any]) -> str | None:
+    """The texts of a block list's text blocks joined by newlines, as Claude Code writes a
+    voice line's ``content`` from them (None when a text block's text is not a string)."""
+    texts = []
+    for block in blocks:
+        if type(block) is dict and block.get("type") == "text":
+            said = block.get("text")
+            if type(said) is not str:
+                return None
+            texts.append(said)
+    return "\n".join(texts)

@@ -185,14 +185,18 @@ class Machine:
                               capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
 
-    def fork(self, source: Path) -> dict[str, Any]:
-        """``tl-rebuild fork --json`` of ``source`` into the project folder (no runtime config);
-        its JSON result, after asserting it succeeded."""
+    def fork_run(self, source: Path) -> subprocess.CompletedProcess[str]:
+        """``tl-rebuild fork --json`` of ``source`` into the project folder (no runtime
+        config), however it ends."""
         env = {k: v for k, v in self.env.items() if k != "THREADLINE_CONFIG"}
         tl_rebuild = Path(sys.executable).with_name("tl-rebuild")
-        done = subprocess.run([str(tl_rebuild), "fork", "--transcript", str(source), "--into",
+        return subprocess.run([str(tl_rebuild), "fork", "--transcript", str(source), "--into",
                                str(self.project_dir), "--json"], env=env, capture_output=True,
                               text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+
+    def fork(self, source: Path) -> dict[str, Any]:
+        """The JSON result of :meth:`fork_run`, after asserting it succeeded."""
+        done = self.fork_run(source)
         assert done.returncode == 0, done.stderr
         result: dict[str, Any] = json.loads(done.stdout)
         return result

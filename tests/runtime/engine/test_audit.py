@@ -67,6 +67,42 @@ def test_words_of_a_voice_line_the_rules_do_not_carry_block_with_its_line(
     )
 
 
+@pytest.mark.parametrize(
+    "blocks",
+    [[{"type": "text", "text": "the code is 4471"}, {"type": "text", "text": "and 9"}],
+     [{"type": "text", "text": "the code is 4471"}, {"type": "document", "text": "and 9"}],
+     [{"type": "text", "text": "the code is"}, {"type": "text", "text": 4471}]],
+    ids=["other words", "words in another block type", "a text that is not a string"],
+)
+def test_a_voice_line_whose_kept_blocks_are_not_its_content_blocks(
+    tmp_path: Path, blocks: list[object]
+) -> None:
+    """Claude Code sends a voice line's ``blocks`` when it keeps them, not its ``content``: a
+    line whose blocks say more than the content (or other words) cannot be carried by its
+    content without a loss — the rebuild refuses at its line, whether or not the content is
+    blank."""
+    for content in ("the code is 4471", ""):
+        t = chat()
+        t.voice("x", content=content, blocks=blocks)
+        t.assistant("noted")
+        reason = blocked(tmp_path, t)
+        assert reason is not None and reason.startswith(
+            "unrecognised speech: voice call talk at line 3"), (content, reason)
+
+
+def test_a_voice_line_with_its_blocks_as_claude_code_stores_them_does_not_block(
+    tmp_path: Path,
+) -> None:
+    t = chat()
+    t.voice([{"type": "text", "text": "the code is 4471"},
+             {"type": "image", "source": {"type": "base64", "data": "AAAA"}},
+             {"type": "text", "text": "and the gate is 9"}])
+    t.assistant("noted")
+    built = candidate.build(t.write(tmp_path / "source.jsonl"), config())
+    assert built.blocked_reason is None
+    assert built.details["recognition_audit"]["candidates"]["voice call talk"] == 1
+
+
 def test_a_new_attachment_subtype_carrying_a_prompt_blocks_with_its_line(tmp_path: Path) -> None:
     t = chat()
     t.event("attachment", {"attachment": {"type": "pushed_prompt", "prompt": "are you there?"}})

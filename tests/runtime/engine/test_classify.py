@@ -285,6 +285,24 @@ def test_words_said_on_a_voice_call_are_human_speech_carried_as_claude_code_stor
     assert built.ledger.conversation_bytes > 0 and built.ledger.noise.get("system", 0) == 0
 
 
+def test_a_voice_line_that_keeps_its_block_list_carries_the_words_of_its_text_blocks(
+    tmp_path: Path,
+) -> None:
+    """Claude Code stores a voice message that was a block list with ``content`` = its text
+    blocks' texts joined by newlines and the list as ``blocks`` (which its loader sends): the
+    words are carried as that content; the image is noise as everywhere, no ``blocks`` is
+    written (a written list would be sent instead of the verified content)."""
+    t = Transcript()
+    t.voice([{"type": "text", "text": "the gate code"},
+             {"type": "image", "source": {"type": "base64", "data": "AAAA"}},
+             {"type": "text", "text": "is 4471"}])
+    t.assistant("noted")
+    built = build(tmp_path, t)
+    assert texts(built) == ["the gate code\nis 4471", "noted"]
+    assert kinds(built) == ["voice", "assistant_text"]
+    assert "blocks" not in built.items[0] and built.items[0]["content"] == "the gate code\nis 4471"
+
+
 @pytest.mark.parametrize(
     "extra",
     [{"origin": None}, {"origin": {"kind": "channel"}}, {"content": ["a list"]},
@@ -302,6 +320,27 @@ def test_a_voice_line_claude_code_keeps_as_a_system_row_is_not_speech(
     t.user("hello")
     t.assistant("hi")
     t.voice("said on a call", **extra)
+    built = build(tmp_path, t)
+    assert kinds(built) == ["typed", "assistant_text"]
+    assert built.counts["source"]["voice"] == 0
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [[{"type": "text", "text": "said on a call, and more"}],
+     [{"type": "text", "text": "said on a call"}, {"type": "text", "text": None}]],
+    ids=["other words", "a text that is not a string"],
+)
+def test_a_voice_line_whose_blocks_are_not_its_content_is_not_carried(
+    tmp_path: Path, blocks: list[object]
+) -> None:
+    """Claude Code sends the kept ``blocks``, not ``content``: where the content is not what
+    it makes of them, carrying the content would carry other words than the model was sent.
+    Not carried here; the independent audit blocks the rebuild on it (test_audit)."""
+    t = Transcript()
+    t.user("hello")
+    t.assistant("hi")
+    t.voice("said on a call", blocks=blocks)
     built = build(tmp_path, t)
     assert kinds(built) == ["typed", "assistant_text"]
     assert built.counts["source"]["voice"] == 0

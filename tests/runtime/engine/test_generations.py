@@ -172,6 +172,12 @@ def _voice(t: Transcript, text: str) -> None:
     t.assistant(f"heard {text}")
 
 
+def _voice_blocks(t: Transcript, text: str) -> None:
+    t.voice([{"type": "text", "text": text}, {"type": "image", "source": {"data": "AAAA"}},
+             {"type": "text", "text": f"then {text}"}])
+    t.assistant(f"heard both {text}")
+
+
 def _noise(t: Transcript, text: str) -> None:
     t.tool_round(result=text)
     t.meta(f"<system-reminder>{text}</system-reminder>")
@@ -181,8 +187,8 @@ def _compaction(t: Transcript, text: str) -> None:
     t.compact(f"summary: {text}")
 
 
-LIVE = [_typed, _channel, _queued, _reply, _answer, _slash, _local_slash, _voice, _noise,
-        _compaction]
+LIVE = [_typed, _channel, _queued, _reply, _answer, _slash, _local_slash, _voice,
+        _voice_blocks, _noise, _compaction]
 EVENTS = st.lists(st.tuples(st.sampled_from(LIVE), WORDS), min_size=1, max_size=12)
 
 
