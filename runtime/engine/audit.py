@@ -207,6 +207,11 @@ class _Waiting:
             self.hear(text)
 
 
+# the shapes the classifier carries every day: where lines share a uuid, these are taken to
+# be what it made, the others what it missed (only the line a refusal names depends on it)
+_ROUTINE = frozenset({"user text", "assistant text", "<channel> envelope"})
+
+
 class _Candidate(NamedTuple):
     shape: str
     line: int
@@ -240,13 +245,27 @@ class SecondReading:
     def compare(self, recognised: Recognised) -> AuditResult:
         """Per line: where the simple reading saw more than the classifier produced."""
         result = AuditResult()
-        for c in self.candidates:
-            result.shapes[c.shape] += c.counted
-            got = (recognised.per_line[(c.uuid, c.role)] if isinstance(c.uuid, str) and c.uuid
-                   else recognised.by_line[(c.line, c.role)])
-            if c.seen > got:
-                result.unrecognised[c.shape] += c.seen - got
-                result.findings.append(Finding(c.shape, c.line))
+        # A line is found by its uuid (by its number when it has none). Lines that share a
+        # uuid (a damaged or hostile file) share what the classifier made for it, so that is
+        # used up line by line: a shape missed on one is not covered by what another made.
+        per_line, by_line = dict(recognised.per_line), dict(recognised.by_line)
+        shapes: dict[str, int] = {}
+        short = False
+        for shape, line, seen, uuid, role, counted in self.candidates:
+            shapes[shape] = shapes.get(shape, 0) + counted
+            if type(uuid) is str and uuid:
+                key = (uuid, role)
+                got = per_line.get(key, 0)
+                per_line[key] = got - seen
+            else:
+                where = (line, role)
+                got = by_line.get(where, 0)
+                by_line[where] = got - seen
+            if seen > got:
+                short = True
+        result.shapes.update(shapes)
+        if short:  # the rebuild is refused: name the lines (a second pass, off the fast path)
+            self._shortfall(recognised, result)
         waiting = self._waiting
         waiting.hear_all(recognised.human_texts)
         if waiting.waiting and recognised.replay is not None:
@@ -265,6 +284,24 @@ class SecondReading:
                 result.findings.append(Finding(shape, self.first_slash))
         result.findings.sort(key=lambda f: f.line)
         return result
+
+    def _shortfall(self, recognised: Recognised, result: AuditResult) -> None:
+        """The findings of ``compare``: per line found, what the classifier made fell short.
+        Of lines sharing a uuid the routine shapes are taken to be what it made, the others
+        what it missed (only which line is named depends on that guess)."""
+        groups: dict[tuple[Any, str], list[_Candidate]] = {}
+        for c in self.candidates:
+            key = (c.uuid, c.role) if isinstance(c.uuid, str) and c.uuid else (c.line, c.role)
+            groups.setdefault(key, []).append(c)
+        for key, group in groups.items():
+            got = (recognised.per_line[key] if isinstance(key[0], str)
+                   else recognised.by_line[key])
+            group.sort(key=lambda c: c.shape not in _ROUTINE)
+            for c in group:
+                if c.seen > got:
+                    result.unrecognised[c.shape] += c.seen - got
+                    result.findings.append(Finding(c.shape, c.line))
+                got = max(got - c.seen, 0)
 
     def hear(self, text: str) -> None:
         """A human text the classifier made, told as it is made: it is matched now against

@@ -212,6 +212,32 @@ def test_an_unknown_shape_on_a_line_without_a_uuid_blocks_with_its_line(tmp_path
                                                     "line 3;")
 
 
+@pytest.mark.parametrize("where", ["after", "before"])
+def test_an_unknown_shape_on_a_line_sharing_a_uuid_with_a_recognised_one_blocks(
+    tmp_path: Path, where: str
+) -> None:
+    """Two lines with one uuid (a damaged or hostile file): the typed text the classifier
+    made of one does not cover a prompt in an attachment subtype it does not know on the
+    other — those words would be lost, so the rebuild refuses, wherever the unknown line is."""
+    t = chat()
+    typed = orjson.loads(t.lines[0])
+    unknown = {**typed, "type": "attachment", "attachment": {"type": "new_thing",
+                                                              "prompt": "the gate code is 4471"}}
+    del unknown["message"]
+    t.lines.insert(0 if where == "before" else len(t.lines), orjson.dumps(unknown))
+    reason = blocked(tmp_path, t)
+    assert reason is not None and reason.startswith(
+        "unrecognised speech: attachment 'new_thing' prompt at line"), reason
+
+
+def test_a_line_written_twice_with_its_uuid_does_not_block(tmp_path: Path) -> None:
+    t = chat()
+    t.lines.extend(list(t.lines))
+    built = candidate.build(t.write(tmp_path / "source.jsonl"), config())
+    assert built.blocked_reason is None
+    assert built.details["recognition_audit"]["unrecognised"] == {}
+
+
 ORDINARY_TEXT = st.sampled_from(["hello", "caf\u00e9 \u4e2d", "<b>x</b> words", "42"])
 UUID = st.one_of(st.none(), st.just(""), st.integers(0, 3), st.sampled_from(["a", "b", "dup"]))
 
