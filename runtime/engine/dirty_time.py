@@ -134,7 +134,7 @@ def _claude(path: Path, rules: RebuildConfig) -> TimedLedger:
             try:
                 event = orjson.loads(line)
             except orjson.JSONDecodeError:
-                event = None if not line.strip() else tolerant(line, stats)
+                event = None if not line.strip() else tolerant(line, stats, True)
                 if event is None and line.strip():
                     book_malformed(stats, timed.ledger, lineno, line)
             if type(event) is dict:

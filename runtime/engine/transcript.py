@@ -70,6 +70,7 @@ class ReadStats:
         self.speech: Counter[str] = Counter()
         self.timestamps_replaced = 0
         self.lone_surrogate_lines = 0  # parsed by the tolerant fallback, U+FFFD in place
+        self.invalid_utf8_lines = 0  # bytes not UTF-8 read as U+FFFD, as Claude Code does
 
     @property
     def events(self) -> int:
@@ -91,6 +92,7 @@ class ReadStats:
             "malformed_sample_lines": list(self.malformed_lines),
             "partial_tail": self.partial_tail,
             "lone_surrogate_lines": self.lone_surrogate_lines,
+            "invalid_utf8_lines": self.invalid_utf8_lines,
             "types": dict(self.types.most_common()),
             "ignored_types": dict(self.ignored_types.most_common()),
             "ignored_reasons": dict(self.ignored_reasons.most_common()),
@@ -206,7 +208,7 @@ def scan(
                 if not line.strip():
                     stats.blank_lines += 1
                     continue
-                event = tolerant(line, stats)
+                event = tolerant(line, stats, invalid_bytes=True)
                 if event is None:
                     book_malformed(stats, ledger, lineno, line)
                     continue
@@ -254,11 +256,22 @@ def as_opened(handle: BinaryIO, size: int | None = None) -> Iterator[bytes]:
         yield line
 
 
-def tolerant(line: bytes, stats: ReadStats) -> Any:
+def tolerant(line: bytes | str, stats: ReadStats, invalid_bytes: bool = False) -> Any:
     """The event of a line orjson refuses but JSON allows: lone UTF-16 surrogate escapes
     (``"\\ud83d"``, what JavaScript writes for a split emoji). Each lone surrogate becomes
-    U+FFFD so the words around it are carried and the candidate stays valid UTF-8 JSON."""
-    if b"\\u" not in line:
+    U+FFFD so the words around it are carried and the candidate stays valid UTF-8 JSON.
+
+    ``invalid_bytes`` (the Claude reader): a line holding bytes that are not UTF-8 is read as
+    Claude Code reads it — Node decodes the file with U+FFFD for each maximal invalid
+    sequence, as Python's ``"replace"`` does, and loads the line (tested with the real CLI:
+    the model is sent those words). Codex 0.169 skips such a line; its reader leaves it
+    malformed."""
+    if invalid_bytes and type(line) is bytes and not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return _replaced(line, stats)
+    if (b"\\u" not in line) if isinstance(line, bytes) else ("\\u" not in line):
         return None
     try:
         event = json.loads(line, parse_constant=_refuse)
@@ -266,6 +279,19 @@ def tolerant(line: bytes, stats: ReadStats) -> Any:
         return None
     stats.lone_surrogate_lines += 1
     return _repair(event)
+
+
+def _replaced(line: bytes, stats: ReadStats) -> Any:
+    """The event of ``line`` decoded with U+FFFD for its bytes that are not UTF-8 (None when
+    it is not JSON even so: a cut line stays malformed)."""
+    text = line.decode("utf-8", "replace")
+    try:
+        event = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        event = tolerant(text, stats)
+    if type(event) is dict:
+        stats.invalid_utf8_lines += 1
+    return event
 
 
 def _refuse(constant: str) -> Any:

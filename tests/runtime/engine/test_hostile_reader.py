@@ -71,6 +71,39 @@ def test_a_lone_surrogate_escape_keeps_the_human_words_and_the_candidate_stays_u
         json.dumps(item, ensure_ascii=False).encode("utf-8")  # strict: no surrogate left
 
 
+def invalid_bytes_transcript(tmp_path: Path) -> Path:
+    """A typed prompt with a cut two-byte character, an answer with two bytes no UTF-8 has,
+    a noise line with one, and a line cut mid-character that is not JSON either."""
+    t = Transcript()
+    t.user("hello")
+    t.assistant("hi")
+    t.user("the gate code is TYPED 4471")
+    t.assistant("noted ASSIST")
+    t.tool_round(result="NOISE output")
+    raw = (b"\n".join(t.lines).replace(b"TYPED", b"caf\xc3").replace(b"ASSIST", b"caf\xff\xfe")
+           .replace(b"NOISE", b"\xe2\x82") + b"\n" + t.lines[2][:40] + b"\xc3\n")
+    path = tmp_path / "source.jsonl"
+    path.write_bytes(raw)
+    return path
+
+
+def test_bytes_that_are_not_utf8_are_read_as_claude_code_reads_them(tmp_path: Path) -> None:
+    """Claude Code (Node) decodes the file with U+FFFD for each invalid sequence and loads the
+    line — the model is sent those words (tests/e2e/test_invalid_utf8_resume.py). So are they
+    carried here, with the same U+FFFD; a line that is not JSON even so stays malformed."""
+    from runtime.engine import candidate
+
+    path = invalid_bytes_transcript(tmp_path)
+    built = candidate.build(path, Config())
+    assert texts(built) == ["hello", "hi", "the gate code is caf\ufffd 4471",
+                            "noted caf\ufffd\ufffd"]
+    assert built.read.invalid_utf8_lines == 3  # the noise line too: read, booked as noise
+    assert built.read.malformed == 1 and built.read.malformed_non_utf8 == 1
+    assert built.ledger.noise["tool_result"] > 0
+    for item in built.items:
+        json.dumps(item, ensure_ascii=False).encode("utf-8")  # the candidate is UTF-8
+
+
 def test_a_nan_line_is_still_malformed_not_rescued_by_the_fallback(tmp_path: Path) -> None:
     t = Transcript()
     t.user("hello")

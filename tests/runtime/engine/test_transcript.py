@@ -132,15 +132,21 @@ def test_malformed_and_partial_lines_are_counted_and_reported(tmp_path: Path) ->
     )
 
 
-def test_a_line_that_is_not_utf8_is_malformed_and_counted(tmp_path: Path) -> None:
+def test_a_line_that_is_not_utf8_is_read_with_u_fffd_and_one_cut_too_is_malformed(
+    tmp_path: Path,
+) -> None:
+    """Latin-1 bytes in a line: Claude Code (Node) reads U+FFFD in their place and loads the
+    line, so does the reader; a line that is not JSON either stays malformed and counted."""
     t = Transcript()
     t.user("hello")
     t.raw_line(b'{"type": "user", "message": {"content": "caf\xe9"}}')
+    t.raw_line(b'{"type": "user", "message": {"content": "caf\xe9')
     t.assistant("hi")
     built = build(tmp_path, t)
     assert built.read.malformed == 1
     assert built.read.malformed_non_utf8 == 1
-    assert texts(built) == ["hello", "hi"]
+    assert built.read.invalid_utf8_lines == 1
+    assert texts(built) == ["hello", "caf\ufffd", "hi"]
 
 
 def test_a_file_of_binary_junk_is_a_one_line_error_naming_the_file(tmp_path: Path) -> None:
