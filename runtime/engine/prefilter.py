@@ -21,8 +21,9 @@ little where it is one long string orjson copies at memory speed (base64 images:
 
 Validity: orjson rejects invalid UTF-8 anywhere in a line, which msgspec does not check in
 the fields it skips, so a non-ASCII line is settled here only after it decodes as UTF-8.
-(One known difference stays: a number beyond the float range in a skipped field, which
-orjson rejects and JSON.stringify never writes.)
+A number beyond the double range in a skipped field, which orjson rejects, is read by the
+full parse's fallback as Claude Code's ``JSON.parse`` reads it (``transcript.tolerant``), so
+both paths book that line the same way.
 """
 
 from __future__ import annotations

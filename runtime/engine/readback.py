@@ -40,7 +40,7 @@ def text_at(
     try:
         event = orjson.loads(line)
     except orjson.JSONDecodeError:
-        event = tolerant(line, ReadStats(), invalid_bytes=True)
+        event = tolerant(line, ReadStats(), javascript=True)
     said = Said()
     # a fresh reader's state decides only the start-up snapshot (never let go, not counted)
     # and timestamps (kept with the item): the texts are the first read's

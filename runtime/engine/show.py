@@ -167,7 +167,7 @@ def _claude_lines(
             except orjson.JSONDecodeError:
                 if not line.strip():
                     continue
-                event = tolerant(line, stats, invalid_bytes=True)
+                event = tolerant(line, stats, javascript=True)
             if type(event) is not dict:
                 noise.append((lineno, MALFORMED, len(line)))
                 continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -69,8 +70,11 @@ class ReadStats:
         self.ignored_reasons: Counter[str] = Counter()
         self.speech: Counter[str] = Counter()
         self.timestamps_replaced = 0
+        # lines the full parse read as JSON.parse does, U+FFFD or inf in place (a noise line
+        # the fast path settles is not parsed, so not counted here)
         self.lone_surrogate_lines = 0  # parsed by the tolerant fallback, U+FFFD in place
         self.invalid_utf8_lines = 0  # bytes not UTF-8 read as U+FFFD, as Claude Code does
+        self.wide_number_lines = 0  # a number beyond the double range read as inf, as JS does
 
     @property
     def events(self) -> int:
@@ -93,6 +97,7 @@ class ReadStats:
             "partial_tail": self.partial_tail,
             "lone_surrogate_lines": self.lone_surrogate_lines,
             "invalid_utf8_lines": self.invalid_utf8_lines,
+            "wide_number_lines": self.wide_number_lines,
             "types": dict(self.types.most_common()),
             "ignored_types": dict(self.ignored_types.most_common()),
             "ignored_reasons": dict(self.ignored_reasons.most_common()),
@@ -208,7 +213,7 @@ def scan(
                 if not line.strip():
                     stats.blank_lines += 1
                     continue
-                event = tolerant(line, stats, invalid_bytes=True)
+                event = tolerant(line, stats, javascript=True)
                 if event is None:
                     book_malformed(stats, ledger, lineno, line)
                     continue
@@ -256,29 +261,44 @@ def as_opened(handle: BinaryIO, size: int | None = None) -> Iterator[bytes]:
         yield line
 
 
-def tolerant(line: bytes | str, stats: ReadStats, invalid_bytes: bool = False) -> Any:
+def tolerant(line: bytes | str, stats: ReadStats, javascript: bool = False) -> Any:
     """The event of a line orjson refuses but JSON allows: lone UTF-16 surrogate escapes
     (``"\\ud83d"``, what JavaScript writes for a split emoji). Each lone surrogate becomes
     U+FFFD so the words around it are carried and the candidate stays valid UTF-8 JSON.
 
-    ``invalid_bytes`` (the Claude reader): a line holding bytes that are not UTF-8 is read as
-    Claude Code reads it — Node decodes the file with U+FFFD for each maximal invalid
-    sequence, as Python's ``"replace"`` does, and loads the line (tested with the real CLI:
-    the model is sent those words). Codex 0.169 skips such a line; its reader leaves it
-    malformed."""
-    if invalid_bytes and type(line) is bytes and not line.isascii():
+    ``javascript`` (the Claude reader): read what Claude Code's ``JSON.parse`` reads too (tested
+    with the real CLI: the model is sent those lines' words). A line holding bytes that are
+    not UTF-8 — Node decodes the file with U+FFFD for each maximal invalid sequence, as
+    Python's ``"replace"`` does; a number beyond the double range — ``Infinity`` to
+    JavaScript, ``inf`` here (written back as ``null`` by orjson, as ``JSON.stringify``
+    would). Codex 0.169 (serde_json) skips both; its reader leaves them malformed."""
+    if javascript and type(line) is bytes and not line.isascii():
         try:
             line.decode("utf-8")
         except UnicodeDecodeError:
             return _replaced(line, stats)
-    if (b"\\u" not in line) if isinstance(line, bytes) else ("\\u" not in line):
+    surrogates = (b"\\u" in line) if isinstance(line, bytes) else ("\\u" in line)
+    if not (surrogates or javascript and _wide_number(line)):
         return None
     try:
         event = json.loads(line, parse_constant=_refuse)
     except (ValueError, RecursionError):
         return None
+    if not surrogates:
+        stats.wide_number_lines += 1
+        return event
     stats.lone_surrogate_lines += 1
     return _repair(event)
+
+
+# an exponent of three or more digits: the only way JSON writes a number beyond the double range
+# (an integer of any length is read by orjson, as a float where it must)
+_WIDE_BYTES = re.compile(rb"[0-9][eE][+-]?[0-9]{3}").search
+_WIDE_STR = re.compile(r"[0-9][eE][+-]?[0-9]{3}").search
+
+
+def _wide_number(line: bytes | str) -> bool:
+    return (_WIDE_BYTES(line) if isinstance(line, bytes) else _WIDE_STR(line)) is not None
 
 
 def _replaced(line: bytes, stats: ReadStats) -> Any:
@@ -288,7 +308,7 @@ def _replaced(line: bytes, stats: ReadStats) -> Any:
     try:
         event = orjson.loads(text)
     except orjson.JSONDecodeError:
-        event = tolerant(text, stats)
+        event = tolerant(text, stats, javascript=True)
     if type(event) is dict:
         stats.invalid_utf8_lines += 1
     return event
@@ -312,8 +332,8 @@ def _observe_settled(observer: Observer, line: bytes, lineno: int) -> None:
     """Show the observer a line the fast path settled for the classifier (already counted)."""
     try:
         event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return  # msgspec took it, orjson does not (a number beyond float range): no speech
+    except orjson.JSONDecodeError:  # msgspec took it, orjson does not: a wide number, read
+        event = tolerant(line, ReadStats(), javascript=True)  # as JSON.parse does, not counted
     if type(event) is dict:
         observer.event(event, lineno)
 

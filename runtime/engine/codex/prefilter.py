@@ -22,9 +22,9 @@ summary, a line without an object ``payload`` or with a non-string type, an odd 
 typed field is expected, a line msgspec rejects or one that is not valid UTF-8 is handed on
 to the full parse (``orjson`` + ``Classifier.event``).
 ``tests/runtime/engine/test_codex_prefilter.py`` holds both paths to identical ``plan``/``dirty``
-JSON and byte-identical forks over the corpus and fuzzed lines. (One known difference stays,
-as in ``runtime.engine.prefilter``: a number beyond the float range in a skipped field, which orjson
-rejects and Codex's serde_json never writes.)
+JSON and byte-identical forks over the corpus and fuzzed lines. (One known difference stays:
+a number beyond the float range in a skipped field, which orjson rejects — as Codex's
+serde_json does, so the full parse counts the line malformed — and which Codex never writes.)
 """
 
 from __future__ import annotations

@@ -167,6 +167,25 @@ def test_a_line_that_is_not_utf8_goes_to_the_full_parse() -> None:
     assert not _take(line)[0]
 
 
+def test_a_number_beyond_the_double_range_reads_the_same_on_both_paths() -> None:
+    """msgspec skips such a number in a field it does not decode and settles the line; the
+    full parse reads the line as Claude Code's ``JSON.parse`` does (``Infinity``), so the two
+    agree: the tool result is noise, the words beside a wide number are speech."""
+    t = Transcript()
+    t.user("hello")
+    t.tool_round(result="out")
+    t.user("the code is 4471", costUSD="WIDE")
+    t.assistant("noted", costUSD="WIDE")
+    data = (b"\n".join(t.lines) + b"\n").replace(b'"WIDE"', b"1e400").replace(
+        b'"tool_use_id"', b'"size":-9E999,"tool_use_id"')
+    path = WORK / "wide.jsonl"
+    path.write_bytes(data)
+    _assert_same(path)
+    built = candidate.build(path, CONFIG, new_session_id=SESSION)
+    assert [u.text for turn in built.turns for u in turn.items] == [
+        "hello", "the code is 4471", "noted"]
+
+
 # -- fuzzed lines --------------------------------------------------------------------------
 
 ODD: st.SearchStrategy[Any] = (
