@@ -201,6 +201,16 @@ class Machine:
         result: dict[str, Any] = json.loads(done.stdout)
         return result
 
+    def resume_sees(self, fake_api: Any, session: str) -> str:
+        """``claude -p --resume SESSION NONCE`` in the work dir (asserted to load the session);
+        the text of the first request that carried the nonce to the fake Messages API."""
+        nonce = f"next-{uuid.uuid4().hex[:8]}"
+        done = self.run_claude(["-p", "--resume", session, nonce], timeout=120)
+        assert NO_CONVERSATION not in done.stdout + done.stderr, done.stdout + done.stderr
+        assert done.returncode == 0, done.stderr
+        text: str = fake_api.wait_for_text(nonce, timeout=30, session_id=session).joined()
+        return text
+
     # -- channel and hook evidence ------------------------------------------------------------
     def push_channel(self, text: str) -> str:
         """Spool ``text`` atomically for the channel server to push; return the file name."""

@@ -6,73 +6,51 @@ the same text — where the reader used to drop those lines as malformed."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from tests.e2e.fake_api import FakeApi
-from tests.e2e.harness import NO_CONVERSATION, Machine
+from tests.e2e.harness import Machine
 from tests.fixtures.transcripts import Transcript, tool_use
 
 pytestmark = [pytest.mark.real_claude]
 
+CASES = {
+    # a cut two-byte character in a typed prompt, two bytes no UTF-8 has in an answer
+    "invalid_utf8_lines": ({b'"CUT"': b'"caf\xc3"', b'"BAD"': b'"caf\xff\xfe"'},
+                           ["TYPED-2 the gate code is", "caf\ufffd", "ASSIST-2 noted",
+                            "caf\ufffd\ufffd"]),
+    # a number beyond the double range beside each
+    "wide_number_lines": ({b'"CUT"': b'"4471","n":1e400', b'"BAD"': b'"done","n":-2E+999'},
+                          ["TYPED-2 the gate code is", "4471", "ASSIST-2 noted", "done"]),
+}
 
-def resume_sees(machine: Machine, fake_api: FakeApi, session: str) -> str:
-    nonce = f"next-{uuid.uuid4().hex[:8]}"
-    done = machine.run_claude(["-p", "--resume", session, nonce], timeout=120)
-    assert NO_CONVERSATION not in done.stdout + done.stderr, done.stdout + done.stderr
-    assert done.returncode == 0, done.stderr
-    return fake_api.wait_for_text(nonce, timeout=30, session_id=session).joined()
 
-
-def test_words_on_a_line_with_invalid_bytes_reach_the_model_after_the_rebuild(
-        resume_machine: Machine, fake_api: FakeApi) -> None:
+@pytest.mark.parametrize("stat", sorted(CASES))
+def test_words_on_a_line_json_parse_reads_reach_the_model_after_the_rebuild(
+        resume_machine: Machine, fake_api: FakeApi, stat: str) -> None:
+    replace, words = CASES[stat]
     machine = resume_machine
     machine.project_dir.mkdir(parents=True)
     t = Transcript()
     t.user("TYPED-1 hello")
     t.assistant("ASSIST-1 hi")
-    t.user("TYPED-2 the gate code is CUT 4471")
+    t.user([{"type": "text", "text": "TYPED-2 the gate code is"}, {"type": "text", "text": "CUT"}])
     t.assistant(tool_use("Bash", {"command": "echo NOISE-TOOL-CALL"}))
-    t.assistant("ASSIST-2 noted BAD")
-    raw = (b"\n".join(t.lines).replace(b"CUT", b"caf\xc3").replace(b"BAD", b"caf\xff\xfe")
-           + b"\n")
+    t.assistant({"type": "text", "text": "ASSIST-2 noted"}, {"type": "text", "text": "BAD"})
+    raw = b"\n".join(t.lines) + b"\n"
+    for old, new in replace.items():
+        assert old in raw
+        raw = raw.replace(old, new)
     source = machine.project_dir / f"{t.session}.jsonl"
     source.write_bytes(raw)
-    said = ["TYPED-1 hello", "ASSIST-1 hi", "TYPED-2 the gate code is caf\ufffd 4471",
-            "ASSIST-2 noted caf\ufffd\ufffd"]
+    said = ["TYPED-1 hello", "ASSIST-1 hi", *words]
 
-    # the oracle: the source itself, resumed, sends those lines with U+FFFD in place
-    seen = resume_sees(machine, fake_api, t.session)
+    # the oracle: the source itself, resumed, sends the words of those lines
+    seen = machine.resume_sees(fake_api, t.session)
     assert all(s in seen for s in said), seen[-1500:]
 
     result = machine.fork(source)
-    assert result["stats"]["read"]["invalid_utf8_lines"] == 2, result["stats"]
-    seen = resume_sees(machine, fake_api, result["new_session_id"])
+    assert result["stats"]["read"][stat] == 2, result["stats"]
+    seen = machine.resume_sees(fake_api, result["new_session_id"])
     assert all(s in seen for s in said), seen[-1500:]
     assert "NOISE-TOOL-CALL" not in seen
-
-
-def test_words_on_a_line_with_a_number_beyond_the_double_range_reach_the_model_after_the_rebuild(
-        resume_machine: Machine, fake_api: FakeApi) -> None:
-    machine = resume_machine
-    machine.project_dir.mkdir(parents=True)
-    t = Transcript()
-    t.user("TYPED-1 hello")
-    t.assistant("ASSIST-1 hi")
-    t.user("TYPED-2 the gate code is 4471", costUSD="WIDE-1")
-    t.assistant("ASSIST-2 noted the code", costUSD="WIDE-2")
-    raw = (b"\n".join(t.lines).replace(b'"WIDE-1"', b"1e400").replace(b'"WIDE-2"', b"-2E+999")
-           + b"\n")
-    source = machine.project_dir / f"{t.session}.jsonl"
-    source.write_bytes(raw)
-    said = ["TYPED-1 hello", "ASSIST-1 hi", "TYPED-2 the gate code is 4471",
-            "ASSIST-2 noted the code"]
-
-    seen = resume_sees(machine, fake_api, t.session)  # the oracle: the source's lines load
-    assert all(s in seen for s in said), seen[-1500:]
-
-    result = machine.fork(source)
-    assert result["stats"]["read"]["wide_number_lines"] == 2, result["stats"]
-    seen = resume_sees(machine, fake_api, result["new_session_id"])
-    assert all(s in seen for s in said), seen[-1500:]

@@ -7,13 +7,12 @@ speech, with the tool noise gone."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.fake_api import FakeApi
-from tests.e2e.harness import NO_CONVERSATION, Machine
+from tests.e2e.harness import Machine
 from tests.e2e.oracle import normalized
 from tests.fixtures.transcripts import Transcript, tool_use
 
@@ -25,11 +24,7 @@ PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/
 
 
 def resume_sees(machine: Machine, fake_api: FakeApi, session: str) -> str:
-    nonce = f"next-{uuid.uuid4().hex[:8]}"
-    done = machine.run_claude(["-p", "--resume", session, nonce], timeout=120)
-    assert NO_CONVERSATION not in done.stdout + done.stderr, done.stdout + done.stderr
-    assert done.returncode == 0, done.stderr
-    return normalized(fake_api.wait_for_text(nonce, timeout=30, session_id=session).joined())
+    return normalized(machine.resume_sees(fake_api, session))
 
 
 def test_voice_call_words_are_carried_and_the_real_cli_sends_them_after_the_rebuild(
