@@ -57,38 +57,28 @@ def varied(turns: int) -> Transcript:
     return t
 
 
+@pytest.mark.parametrize("damaged", [False, True], ids=["clean", "bytes not UTF-8"])
 def test_a_read_back_fork_writes_the_bytes_a_holding_fork_writes(
-    tmp_path: Path, read_back: None
+    tmp_path: Path, read_back: None, damaged: bool
 ) -> None:
-    source = varied(8).write(tmp_path / "source.jsonl")
-    held = None
+    """Damaged: read back by its offset, a line with bytes that are not UTF-8 is read as the
+    first reading read it (U+FFFD, as Claude Code does)."""
+    raw = varied(8).write(tmp_path / "clean.jsonl").read_bytes()
+    if damaged:
+        raw = raw.replace(b"first part 0", b"first \xc3 part 0").replace(
+            b"said on a call 0", b"said \xff on a call 0")
+    source = tmp_path / "source.jsonl"
+    source.write_bytes(raw)
     candidate.HOLD_CHARS = 1 << 60
     held = fork(source, tmp_path / "held", poison_window_turns=2)
     candidate.HOLD_CHARS = 0
     back = fork(source, tmp_path / "back", poison_window_turns=2)
     assert back[2].turns[0].items[0].text == ""  # the text really was let go
-    assert held[2].turns[0].items[0].text == "first part 0 ✱"
+    assert held[2].turns[0].items[0].text == (
+        "first \ufffd part 0 ✱" if damaged else "first part 0 ✱")
     assert back[:2] == held[:2]
     assert back[2].stats() == held[2].stats()
-
-
-def test_a_read_back_text_with_bytes_that_are_not_utf8_is_the_held_one(
-    tmp_path: Path, read_back: None
-) -> None:
-    """Read back by its offset, a line with bytes that are not UTF-8 is read as the first
-    reading read it (U+FFFD, as Claude Code does): the same verified candidate."""
-    source = tmp_path / "source.jsonl"
-    source.write_bytes(varied(4).write(tmp_path / "clean.jsonl").read_bytes()
-                       .replace(b"first part 0", b"first \xc3 part 0")
-                       .replace(b"said on a call 0", b"said \xff on a call 0"))
-    candidate.HOLD_CHARS = 1 << 60
-    held = fork(source, tmp_path / "held", poison_window_turns=2)
-    candidate.HOLD_CHARS = 0
-    back = fork(source, tmp_path / "back", poison_window_turns=2)
-    assert back[2].turns[0].items[0].text == ""  # the text really was let go
-    assert held[2].turns[0].items[0].text == "first \ufffd part 0 ✱"
-    assert back[:2] == held[:2]
-    assert "said \ufffd on a call 0".encode() in back[0]
+    assert ("said \ufffd on a call 0".encode() in back[0]) is damaged
 
 
 def test_a_source_changed_after_the_build_fails_verification(
