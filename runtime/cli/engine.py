@@ -312,6 +312,7 @@ def plan_lines(report: dict[str, Any]) -> list[str]:
         ("poison hits", f"{poison['hits']} (blocks at {poison['threshold']})"),
         ("timestamps replaced", _fallbacks(report["timestamp_fallbacks"])),
         ("malformed lines", report["malformed"]["lines"]),
+        ("rewound, not carried", _rewound(report.get("rewound"))),
         ("ignored events", render.counts(report["ignored"]["types"])),
         ("unrecognised speech", render.counts(report["recognition_audit"]["unrecognised"])),
         ("blocked", report["blocked_reason"] or "no"),
@@ -381,6 +382,15 @@ def _noise_rows(dirty: dict[str, Any]) -> list[str]:
     if dirty["other_by_type"]:
         lines.append(f"  (other: {render.counts(dirty['other_by_type'])})")
     return lines
+
+
+def _rewound(rewound: dict[str, Any] | None) -> str:
+    """What a branch the human rewound past said (not carried), or "none"."""
+    from runtime.cli import render
+
+    if not rewound or not rewound["lines"]:
+        return "none"
+    return f"{rewound['lines']} line(s): {render.counts(rewound['speech'])}"
 
 
 def _fallbacks(fallbacks: dict[str, Any]) -> str:

@@ -115,12 +115,21 @@ def _build(
     from runtime.engine.located import Located
 
     knobs = config.rebuild
-    reading = SecondReading(frozenset(knobs.reply_chat_ids))
-    sink = (
-        _Shedding(config, reading.hear, Located(), HOLD_CHARS) if lay_out
-        else _Shedding(config, reading.hear)
-    )
-    read, ledger = scan(Path(source), knobs, sink, progress, reading)
+    rewound: dict[str, int] | None = None
+    while True:
+        reading = SecondReading(frozenset(knobs.reply_chat_ids))
+        sink = (
+            _Shedding(config, reading.hear, Located(), HOLD_CHARS) if lay_out
+            else _Shedding(config, reading.hear)
+        )
+        read, ledger = scan(Path(source), knobs, sink, progress, reading, rewound=rewound)
+        if rewound is not None or not read.rewinds:
+            break
+        # the human rewound: read again with the abandoned branches muted (Claude Code's
+        # resume walks the parent chain back from the leaf and never sends them)
+        rewound = {}
+        for parent, line in read.rewinds:
+            rewound[parent] = max(rewound.get(parent, 0), line)
     turns = sink.finish()
     session = new_session_id or str(uuid.uuid4())
     stamps = [_turn_stamp(turn) if knobs.stamp_turns else None for turn in turns]

@@ -48,6 +48,7 @@ class Classifier:
         # bounded so memory does not grow with the file (an older parent counts as absent,
         # which only means the summary is carried, marked)
         self.recent_uuids: deque[str] = deque(maxlen=RECENT_UUIDS)
+        self.recent_human: deque[str] = deque(maxlen=RECENT_UUIDS)  # human speech lines' ids
         self.last_timestamp: str | None = None  # the newest timestamp of the right shape
         self.last_good: str | None = None  # the newest one known to pass the full check
         self.boundary_parent: str | None = None
@@ -63,14 +64,20 @@ class Classifier:
         self.stats.types[kind] += 1
         if self.sink is not None:  # ids matter only when building a candidate
             uuid = event.get("uuid")
-            if type(uuid) is str:
+            if type(uuid) is str and event.get("isSidechain") is not True:  # main chain only
                 self.recent_uuids.append(uuid)
         if event.get("isSidechain") is True:
             self._ignore(kind, "sidechain", "sidechain", size)
         elif kind == "assistant":
             self._assistant(event, size)
         elif kind == "user":
-            self._user(event, size)
+            if self.sink is None:
+                self._user(event, size)
+            else:
+                spoke = self.stats.spoke["user"]
+                self._user(event, size)
+                if self.stats.spoke["user"] != spoke:
+                    self._rewind(event)
         elif kind == "attachment":
             self._attachment(event, size)
         elif kind == "system":
@@ -90,6 +97,31 @@ class Classifier:
             stamp = event.get("timestamp")
             if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":
                 self.last_timestamp = stamp
+
+    def _rewind(self, event: dict[str, Any]) -> None:
+        """A human speech line whose parent is not the line before it: the human rewound the
+        conversation to that earlier line (Claude Code's double Esc / ``/rewind``) and spoke
+        again, and every line between the two is on a branch Claude Code's resume never sends
+        (it walks the ``parentUuid`` chain back from the leaf; every ancestor of this line is
+        its parent or precedes it). Noted in ``stats.rewinds`` as (parent uuid, this line);
+        the reader then reads the file again with those lines muted (``transcript.scan``). A
+        parent not among the recent ids (or none) is no rewind: everything stays carried."""
+        parent = event.get("parentUuid")
+        uuid = event.get("uuid")
+        own = isinstance(uuid, str)  # appended by ``event`` before this
+        if isinstance(uuid, str):
+            self.recent_human.append(uuid)
+        recent = self.recent_uuids
+        if type(parent) is not str or len(recent) < 1 + own or parent == recent[-1 - own]:
+            return
+        if parent not in recent:
+            return
+        # a rewind abandons a human prompt (the one it replaces): lines between that hold
+        # none are no rewind (nothing of the kind seen in the corpus; carried, to be safe)
+        ids = list(recent)
+        between = ids[ids.index(parent) + 1:len(ids) - own]
+        if set(between).intersection(self.recent_human):
+            self.stats.rewinds.append((parent, self.line))
 
     def finish(self) -> None:
         """End of file: nothing more to classify."""

@@ -180,7 +180,7 @@ class Prefilter:
     def _track(self, head: _Head) -> None:
         """The ids and time stamp ``Classifier.event`` records when a candidate is built."""
         uuid = head.uuid
-        if type(uuid) is str:
+        if type(uuid) is str and head.isSidechain is not True:  # main chain only
             self.recent_uuids.append(uuid)
         stamp = head.timestamp
         if type(stamp) is str and len(stamp) >= 20 and stamp[10] == "T":

@@ -61,6 +61,8 @@ def plan_report(
             "partial_tail": read["partial_tail"],
         },
         "read": {"lines": read["lines"], "bytes": read["bytes"], "events": read["events"]},
+        # a branch the human rewound past: read, never carried (Claude Code never sends it)
+        "rewound": {"lines": read["rewound_lines"], "speech": read["rewound_speech"]},
         "dirty": built.ledger.report(
             config.rebuild.dirty_budget_bytes, config.rebuild.rebuild_on_image
         ),

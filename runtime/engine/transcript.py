@@ -75,6 +75,12 @@ class ReadStats:
         self.lone_surrogate_lines = 0  # parsed by the tolerant fallback, U+FFFD in place
         self.invalid_utf8_lines = 0  # bytes not UTF-8 read as U+FFFD, as Claude Code does
         self.wide_number_lines = 0  # a number beyond the double range read as inf, as JS does
+        # (parent uuid, line) of each human speech line that rewound the conversation (the
+        # classifier's ``_rewind``) and, once read again with them muted, what the lines of
+        # those abandoned branches said, by kind (not carried: Claude Code never sends them)
+        self.rewinds: list[tuple[str, int]] = []
+        self.rewound_lines = 0
+        self.rewound: Counter[str] = Counter()
 
     @property
     def events(self) -> int:
@@ -97,6 +103,8 @@ class ReadStats:
             "partial_tail": self.partial_tail,
             "lone_surrogate_lines": self.lone_surrogate_lines,
             "invalid_utf8_lines": self.invalid_utf8_lines,
+            "rewound_lines": self.rewound_lines,
+            "rewound_speech": dict(self.rewound),
             "wide_number_lines": self.wide_number_lines,
             "types": dict(self.types.most_common()),
             "ignored_types": dict(self.ignored_types.most_common()),
@@ -154,6 +162,7 @@ def scan(
     *,
     fast: bool | None = None,
     limit: int | None = None,
+    rewound: dict[str, int] | None = None,
 ) -> tuple[ReadStats, Ledger]:
     """Read ``path`` once, classify every event, and return what was seen and the ledger.
 
@@ -166,6 +175,10 @@ def scan(
     ``limit`` (default: the file's size when it is opened) is how many bytes are read: a
     transcript Claude Code appends to meanwhile is read as it was, its last line cut where
     the limit falls (a partial tail), never split in two where a read met a half-written line.
+    ``rewound`` (parent uuid -> line of the human line that rewound to it, from a first read's
+    ``stats.rewinds``): the lines after that parent and before that line are read with the
+    sink muted (``Rewound``) and unseen by the observer — counted, never carried. Such a read
+    parses every line (rare: only a transcript with a rewind is read twice).
     """
     # the Claude classifier and prefilter, imported here: the Codex reader uses this module's
     # helpers (ReadStats, READ_BUFFER, ...) and never them
@@ -177,7 +190,9 @@ def scan(
     classifier = Classifier(SpeechRules.from_config(rules), stats, ledger, sink)
     handle_event = classifier.event
     prefilter = Prefilter(classifier)
-    take = prefilter.take if (FAST if fast is None else fast) else None
+    take = prefilter.take if (FAST if fast is None else fast) and rewound is None else None
+    muted = Rewound(stats) if rewound is not None else None
+    skip_until = 0  # lines before this one (after a rewind's parent) are muted
     loads = orjson.loads
     wanted = observer.wanted if observer is not None else frozenset()
     # a sink that reads its texts back later wants the offset of the line each one came from
@@ -220,6 +235,17 @@ def scan(
             if type(event) is not dict:
                 book_malformed(stats, ledger, lineno, line)
                 continue
+            if muted is not None and rewound is not None:
+                if lineno < skip_until:
+                    stats.rewound_lines += 1
+                    classifier.sink = muted  # type: ignore[assignment]
+                    classifier.line = lineno
+                    handle_event(event, size)
+                    classifier.sink = sink
+                    continue
+                uuid = event.get("uuid")
+                if type(uuid) is str and rewound.get(uuid, 0) > lineno + 1:
+                    skip_until = max(skip_until, rewound[uuid])
             if observer is not None:
                 observer.event(event, lineno)
             if locate:
@@ -241,6 +267,34 @@ def scan(
             f"{stats.malformed} malformed line(s) and no valid event"
         )
     return stats, ledger
+
+
+class Rewound:
+    """The sink of the lines on a branch the human rewound past: what they say is counted in
+    ``stats.rewound`` by kind (and taken out of the reader's speech counts), never kept."""
+
+    def __init__(self, stats: ReadStats) -> None:
+        self.stats = stats
+        self.uuidless: Counter[tuple[int, str]] = Counter()
+
+    def _drop(self, utt: Any) -> None:
+        self.stats.rewound[utt.kind] += 1
+        if utt.kind != "slash":  # (a slash command is not in the reader's counts)
+            self.stats.speech[utt.kind] -= 1
+
+    human = assistant = slash = _drop
+
+    def compact_summary(self, utt: Any, covered: bool) -> None:
+        pass
+
+    def snapshot(self, utt: Any) -> None:
+        pass
+
+    def model_activity(self) -> None:
+        pass
+
+    def local_output(self) -> None:
+        pass
 
 
 def as_opened(handle: BinaryIO, size: int | None = None) -> Iterator[bytes]:

@@ -79,12 +79,38 @@ def _has_tool_result(content: Any) -> bool:
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
+def leaf_chain(events: list[dict[str, Any]]) -> set[str]:
+    """The uuids Claude Code's resume sends: the ``parentUuid`` chain walked back from the last
+    user/assistant line, across compactions by ``logicalParentUuid`` (a rebuild carries the
+    conversation before a compaction too). A deliberately plain walk, not the engine's rule."""
+    parents: dict[str, Any] = {}
+    leaf = None
+    for event in events:
+        uuid = event.get("uuid")
+        if not isinstance(uuid, str) or event.get("isSidechain"):
+            continue
+        parent = event.get("parentUuid")
+        parents[uuid] = parent if parent is not None else event.get("logicalParentUuid")
+        if event.get("type") in ("user", "assistant"):
+            leaf = uuid
+    chain: set[str] = set()
+    while isinstance(leaf, str) and leaf in parents and leaf not in chain:
+        chain.add(leaf)
+        leaf = parents[leaf]
+    return chain
+
+
 def independent_utterances(source: Path) -> list[str]:
-    """Speech of ``source`` by a deliberately simple reading of SPEC §3.2 (not the engine's)."""
+    """Speech of ``source`` by a deliberately simple reading of SPEC §3.2 (not the engine's):
+    of the lines on the chain Claude Code resumes (``leaf_chain``) and those without a uuid."""
     found: list[str] = []
-    for event in read_jsonl(source):
+    events = list(read_jsonl(source))
+    chain = leaf_chain(events)
+    for event in events:
         if event.get("isSidechain"):
             continue
+        if isinstance(event.get("uuid"), str) and event["uuid"] not in chain:
+            continue  # a branch the human rewound past: Claude Code never sends it
         message = event.get("message") if isinstance(event.get("message"), dict) else {}
         kind = event.get("type")
         if kind == "attachment":
