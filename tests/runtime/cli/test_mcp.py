@@ -130,7 +130,9 @@ def test_read_only_tools_answer_on_a_real_corpus_transcript(setup: Setup) -> Non
     async def scenario(client: Client) -> None:
         plan = await call(client, "thread_rebuild_plan", transcript=transcript)
         assert plan["transcript"] == resolved
-        assert plan["turns"]["source"] == plan["turns"]["selected"] == 7
+        # 7 turns in the file, 3 of them on a branch the human rewound past (not carried)
+        assert plan["turns"]["source"] == plan["turns"]["selected"] == 4
+        assert plan["rewound"]["speech"]["typed"] == 3
         assert plan["blocked_reason"] is None
         dirty = await call(client, "thread_rebuild_dirty", transcript=transcript)
         assert dirty["transcript"] == resolved and dirty["categories"]["tool_use"] > 0
@@ -259,7 +261,7 @@ def test_dirty_and_plan_default_to_the_served_session_not_the_newest_file(
         assert dirty["noise_bytes"] > 0 and dirty["categories"]["tool_use"] > 0
         plan = await call(client, "thread_rebuild_plan")
         assert plan["transcript"] == str(served.resolve())
-        assert plan["turns"]["source"] == 7
+        assert plan["turns"]["source"] == 4  # (3 more turns on a rewound branch)
         chosen = await call(client, "thread_rebuild_dirty", transcript=str(abandoned))
         assert chosen["transcript_source"] == "argument"
 
