@@ -49,6 +49,11 @@ class Classifier:
         # which only means the summary is carried, marked)
         self.recent_uuids: deque[str] = deque(maxlen=RECENT_UUIDS)
         self.recent_human: deque[str] = deque(maxlen=RECENT_UUIDS)  # human speech lines' ids
+        # the ids of the human speech lines and of their parents: a rewind hangs its new prompt
+        # on the parent of the prompt it replaces, however far back that is (two entries per
+        # human prompt, not per line)
+        self.human_ids: set[str] = set()
+        self.prompt_parents: set[str] = set()
         self.last_timestamp: str | None = None  # the newest timestamp of the right shape
         self.last_good: str | None = None  # the newest one known to pass the full check
         self.boundary_parent: str | None = None
@@ -104,17 +109,29 @@ class Classifier:
         again, and every line between the two is on a branch Claude Code's resume never sends
         (it walks the ``parentUuid`` chain back from the leaf; every ancestor of this line is
         its parent or precedes it). Noted in ``stats.rewinds`` as (parent uuid, this line);
-        the reader then reads the file again with those lines muted (``transcript.scan``). A
-        parent not among the recent ids (or none) is no rewind: everything stays carried."""
+        the reader then reads the file again with those lines muted (``transcript.scan``).
+        The parent is found among the recent ids, or, further back, as the parent of an
+        earlier human prompt (the one the rewind replaced); a parent found neither way (or
+        none) is no rewind, nor is a line written again (its own id already seen): everything
+        stays carried."""
         parent = event.get("parentUuid")
         uuid = event.get("uuid")
         own = isinstance(uuid, str)  # appended by ``event`` before this
         if isinstance(uuid, str):
+            if uuid in self.human_ids:
+                return  # this line written again: the lines hung on it stay on the chain
+            self.human_ids.add(uuid)
             self.recent_human.append(uuid)
+        if type(parent) is not str:
+            return
+        earlier = parent in self.prompt_parents
+        self.prompt_parents.add(parent)
         recent = self.recent_uuids
-        if type(parent) is not str or len(recent) < 1 + own or parent == recent[-1 - own]:
+        if len(recent) < 1 + own or parent == recent[-1 - own]:
             return
         if parent not in recent:
+            if earlier:  # beyond the window: the parent of the prompt this one replaced
+                self.stats.rewinds.append((parent, self.line))
             return
         # a rewind abandons a human prompt (the one it replaces): lines between that hold
         # none are no rewind (nothing of the kind seen in the corpus; carried, to be safe)

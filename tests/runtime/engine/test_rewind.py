@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.engine import candidate
+from runtime.engine.classify import RECENT_UUIDS
 from runtime.engine.report import plan_report
 from runtime.engine.verify import verify_candidate
 from tests.conftest import corpus_dir
@@ -71,6 +72,49 @@ def test_nested_rewinds_and_two_rewinds_to_one_line(tmp_path: Path) -> None:
     built = build(tmp_path, t)
     assert texts(built) == ["KEEP-1", "KEEP-2", "KEEP-5", "KEEP-6"]
     assert built.read.rewound == {"typed": 4, "assistant_text": 4}
+
+
+def test_a_rewind_far_back_is_found_by_the_prompt_it_replaced(tmp_path: Path) -> None:
+    """The parent lies beyond the recent-id window (a long working turn): it is the parent
+    of an earlier prompt — the one the rewind replaced — so the branch is still not carried."""
+    t = Transcript()
+    t.user("KEEP-1")
+    t.assistant("KEEP-2")
+    back_to = t.parent
+    t.user("GONE-1 rebuild everything")
+    for _ in range(RECENT_UUIDS // 2 + 50):  # > RECENT_UUIDS lines of work
+        t.tool_round()
+    t.assistant("GONE-2 rebuilt")
+    t.parent = back_to
+    t.user("KEEP-3 leave it as it was")
+    t.assistant("KEEP-4 left as it was")
+    built = build(tmp_path, t)
+    assert texts(built) == ["KEEP-1", "KEEP-2", "KEEP-3 leave it as it was",
+                            "KEEP-4 left as it was"]
+    assert built.read.rewound == {"typed": 1, "assistant_text": 1}
+    assert built.read.rewound_lines == 2 * (RECENT_UUIDS // 2 + 50) + 2
+    assert built.blocked_reason is None
+    verify_candidate(candidate.write(built, tmp_path / "out"), built)
+
+
+def test_a_prompt_written_twice_is_no_rewind(tmp_path: Path) -> None:
+    """A damaged file holds a prompt line twice (same uuid, same parent): Claude Code keeps
+    one message per uuid, and the answer hung on it stays on the chain — nothing is muted,
+    near or beyond the recent-id window."""
+    for rounds in (1, RECENT_UUIDS // 2 + 50):
+        t = Transcript()
+        t.user("ONE")
+        t.assistant("TWO")
+        again = len(t.lines)
+        t.user("THREE")
+        t.assistant("FOUR")
+        for _ in range(rounds):
+            t.tool_round()
+        t.lines.append(t.lines[again])
+        (tmp_path / str(rounds)).mkdir()
+        built = build(tmp_path / str(rounds), t)
+        assert built.read.rewinds == [] and built.read.rewound == {}
+        assert texts(built)[:4] == ["ONE", "TWO", "THREE", "FOUR"]
 
 
 def test_lines_that_are_not_a_rewind_stay_carried(tmp_path: Path) -> None:
