@@ -5,9 +5,13 @@ words — and never the retracted ones, which a rebuild used to carry as if said
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
 from runtime.engine.classify import RECENT_UUIDS
+from tests.conftest import corpus_dir
 from tests.e2e.fake_api import FakeApi
 from tests.e2e.harness import Machine
 from tests.fixtures.transcripts import Transcript
@@ -78,3 +82,32 @@ def test_a_rewind_far_back_and_a_prompt_written_twice_resume_as_the_source_does(
     assert result["stats"]["read"]["rewound_speech"] == {"typed": 1, "assistant_text": 1}
     seen = machine.resume_sees(fake_api, result["new_session_id"])
     assert all(k in seen for k in kept) and "GONE-" not in seen, seen[-2000:]
+
+
+def test_a_branch_left_by_a_late_api_error_line_is_carried_though_resume_drops_it(
+        resume_machine: Machine, fake_api: FakeApi) -> None:
+    """Corpus ``samar-58__scout``: an ``api_error`` system line written late (line 62) hangs on
+    line 51, and the next prompt hangs on it, so the plain chain walk skips the two answers
+    between (lines 52 and 59). Measured: Claude Code 2.1.328 resumes the source without them.
+    The rebuild carries them on purpose — the model said them and the human read them; the
+    break is the late error line, not a human taking words back (a rewind, above)."""
+    folder = corpus_dir()
+    if folder is None:
+        pytest.skip("corpus folder missing (../shared/corpus)")
+    machine = resume_machine
+    machine.project_dir.mkdir(parents=True)
+    source = folder / "samar-58__scout__claude-session.jsonl"
+    with source.open("rb") as handle:
+        session = next(json.loads(line)["sessionId"] for line in handle if b'"sessionId"' in line)
+    copy = machine.project_dir / f"{session}.jsonl"
+    shutil.copyfile(source, copy)
+    skipped = ["Everything looks correct. Let me do a qu", "No type errors in the changed files"]
+    kept = ["1)the chat ui is dark theme", "Now I have everything I need"]
+
+    seen = machine.resume_sees(fake_api, session)  # the oracle
+    assert all(k in seen for k in kept) and not any(s in seen for s in skipped)
+
+    result = machine.fork(copy)
+    assert result["stats"]["read"]["rewound_lines"] == 0
+    seen = machine.resume_sees(fake_api, result["new_session_id"])
+    assert all(k in seen for k in kept + skipped)
