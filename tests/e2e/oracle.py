@@ -100,16 +100,17 @@ def leaf_chain(events: list[dict[str, Any]]) -> set[str]:
     return chain
 
 
-def independent_utterances(source: Path) -> list[str]:
+def independent_utterances(source: Path, *, whole: bool = False) -> list[str]:
     """Speech of ``source`` by a deliberately simple reading of SPEC §3.2 (not the engine's):
-    of the lines on the chain Claude Code resumes (``leaf_chain``) and those without a uuid."""
+    of the lines on the chain Claude Code resumes (``leaf_chain``) and those without a uuid
+    (``whole``: of every line, the chain ignored)."""
     found: list[str] = []
     events = list(read_jsonl(source))
-    chain = leaf_chain(events)
+    chain = leaf_chain(events) if not whole else None
     for event in events:
         if event.get("isSidechain"):
             continue
-        if isinstance(event.get("uuid"), str) and event["uuid"] not in chain:
+        if chain is not None and isinstance(event.get("uuid"), str) and event["uuid"] not in chain:
             continue  # a branch the human rewound past: Claude Code never sends it
         message = event.get("message") if isinstance(event.get("message"), dict) else {}
         kind = event.get("type")
