@@ -6,6 +6,7 @@ resumed, must send the same words, never the retracted prompt nor its answer."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,46 @@ def test_a_rewind_made_in_the_interactive_cli_is_not_carried(
     assert result["stats"]["read"]["rewound_speech"] == {"typed": 1, "assistant_text": 1}
     seen = machine.resume_sees(fake_api, result["new_session_id"])
     assert all(k in seen for k in kept) and "GONE-TYPED-2" not in seen, seen[-2000:]
+
+
+@pytest.mark.parametrize("choice", ["2", "3"], ids=["summarize-from-here", "summarize-up-to-here"])
+def test_a_summary_made_from_the_rewind_menu_is_undone_and_every_word_carried(
+        machine: Machine, pane: ClaudePane, fake_api: FakeApi, choice: str) -> None:
+    """The rewind menu's "Summarize from here" / "Summarize up to here" (Claude Code 2.1.328)
+    replace part of the conversation with a model-written summary (a ``compact_boundary`` and
+    a summary line with ``summarizeMetadata.direction`` "from" / "up_to"); the resumed source
+    sends the summary instead of those turns. Nothing was taken back, so the rebuild carries
+    every turn verbatim and not the summary, as it does for any compaction."""
+    pane.start(pane.launch_argv(channel=False))
+    for number, word in enumerate(["alpha", "beta", "gamma"], 1):
+        pane.type_prompt(f"TYPED-{number} {word}")
+        pane.wait_said(f"echo[{number}]")
+        wait_for(pane.idle, timeout=30, what=f"claude idle after answer {number}")
+    _keys(pane, "Escape")
+    _keys(pane, "Escape")
+    _shown(pane, "Rewind", "the rewind selector")
+    _keys(pane, "Up")
+    _keys(pane, "Up")  # the second prompt
+    _keys(pane, "Enter")
+    _shown(pane, "Summarize up to here", "the rewind choices")
+    _keys(pane, choice)
+    _shown(pane, "Conversation summarized", "the summary made")
+    _keys(pane, "C-u")
+    pane.type_prompt("TYPED-4 delta")
+    pane.wait_said("TYPED-4 delta")
+    wait_for(pane.idle, timeout=30, what="claude idle after the last answer")
+    source, session = pane.transcript(), pane.session_id()
+    pane.close()
+    every = ["TYPED-1 alpha", "TYPED-2 beta", "TYPED-3 gamma", "TYPED-4 delta",
+             "echo[2]: TYPED-2 beta", "echo[3]: TYPED-3 gamma"]
+    direction = "from" if choice == "2" else "up_to"
+    assert f'"direction":"{direction}"' in source.read_text(encoding="utf-8").replace(" ", "")
+
+    seen = machine.resume_sees(fake_api, session)  # the oracle: some turns only as a summary
+    assert not all(word in seen for word in every)
+
+    result = machine.fork(source)
+    candidate = Path(result["candidate_path"]).read_text(encoding="utf-8")
+    assert "This session is being continued" not in candidate  # the summary is not carried
+    seen = machine.resume_sees(fake_api, result["new_session_id"])
+    assert all(word in seen for word in every), seen[-2000:]
