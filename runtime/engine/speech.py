@@ -159,8 +159,34 @@ class SpeechRules:
 
         Returns the kept text and the UTF-8 bytes removed. Everything else, whitespace
         included, stays byte for byte: the block and its own line break are the injection.
+        What the human pasted (Claude Code 2.1.328 wraps a long paste in
+        ``<pasted_content id="…">…</pasted_content id="…">``) is theirs whatever tags it
+        holds — a pasted transcript's ``<system-reminder>`` is sent to the model as pasted —
+        so nothing inside a paste is removed.
         """
         at = text.find("<")
+        if at < 0:
+            return text, 0
+        if find.contains(text, PASTE_OPEN):
+            return self._strip_around_pastes(text)
+        return self._strip_from(text, at)
+
+    def _strip_around_pastes(self, text: str) -> tuple[str, int]:
+        pieces: list[str] = []
+        removed = 0
+        start = 0
+        for begin, end in pastes(text):
+            kept, cut = self._strip_from(text[start:begin], 0)
+            pieces += (kept, text[begin:end])
+            removed += cut
+            start = end
+        kept, cut = self._strip_from(text[start:], 0)
+        pieces.append(kept)
+        return "".join(pieces), removed + cut
+
+    def _strip_from(self, text: str, at: int) -> tuple[str, int]:
+        """``strip_injected`` of a text with no paste, its first ``<`` (if any) at ``at``."""
+        at = text.find("<", at)
         if at < 0:
             return text, 0
         # the pattern is tried at each "<" (every match starts with one; a search tries the
@@ -330,6 +356,30 @@ def injected_pattern(tags: tuple[str, ...]) -> re.Pattern[str]:
 def injected_names(tags: tuple[str, ...]) -> tuple[str, ...]:
     """The injected tags in the order ``injected_pattern`` tries them: longest first."""
     return tuple(sorted(tags, key=len, reverse=True))
+
+
+PASTE_OPEN = '<pasted_content id="'
+_PASTE_ID = re.compile(r'([0-9A-Za-z_-]{1,32})">')
+
+
+def pastes(text: str) -> list[tuple[int, int]]:
+    """The ``(begin, end)`` of every paste Claude Code wrapped in ``text``, in order: from its
+    ``<pasted_content id="ID">`` to the end of its ``</pasted_content id="ID">``. An opener
+    without its closer wraps nothing (Claude Code stops reading pastes there too)."""
+    found: list[tuple[int, int]] = []
+    at = text.find(PASTE_OPEN)
+    while at >= 0:
+        named = _PASTE_ID.match(text, at + len(PASTE_OPEN))
+        if named is None:
+            at = text.find(PASTE_OPEN, at + 1)
+            continue
+        closer = f'</pasted_content id="{named.group(1)}">'
+        close = text.find(closer, named.end())
+        if close < 0:
+            break
+        found.append((at, close + len(closer)))
+        at = text.find(PASTE_OPEN, close + len(closer))
+    return found
 
 
 def _utf8_len(text: str) -> int:

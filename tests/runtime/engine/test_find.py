@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.config import RebuildConfig
-from runtime.engine import candidate, find
+from runtime.engine import candidate, find, speech
 from runtime.engine.find import contains
 from runtime.engine.speech import SpeechRules
 from tests.fixtures.transcripts import Transcript, slash_text
@@ -97,3 +97,45 @@ def test_tags_spelled_with_json_escapes_are_found_in_the_decoded_text(tmp_path: 
         "slash", "assistant_text", "typed", "assistant_text"]
     assert [u.text for turn in built.turns for u in turn.items] == [
         "/review now", "reviewing", "words", "ok"]
+
+
+def _paste(pieces: list[str], paste_id: str = "f1bc") -> str:
+    """A paste as Claude Code 2.1.328 wraps it in a prompt."""
+    return f'<pasted_content id="{paste_id}">\n{_text(pieces)}\n</pasted_content id="{paste_id}">'
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PIECES, max_size=20), st.lists(PIECES, max_size=30),
+       st.lists(PIECES, max_size=20), st.lists(PIECES, max_size=10))
+def test_nothing_inside_a_paste_is_stripped(before: list[str], pasted: list[str],
+                                            after: list[str], second: list[str]) -> None:
+    """Outside the pastes the text is stripped as by the pattern's ``subn``; every paste,
+    its wrapper tags included, stays as the human pasted it."""
+    one, two = _paste(pasted), _paste(second, "09ab")
+    text = _text(before) + one + _text(after) + two
+    kept = [RULES._strip_all(_text(before)), RULES._strip_all(_text(after))]
+    assert RULES.strip_injected(text) == (
+        kept[0][0] + one + kept[1][0] + two, kept[0][1] + kept[1][1])
+
+
+def test_a_paste_is_found_by_its_own_id_and_an_unclosed_one_protects_nothing() -> None:
+    reminder = "<system-reminder>r</system-reminder>\n"
+    # a closer of another id inside the paste does not end it
+    inner = 'a\n</pasted_content id="0000">\n' + reminder + "b"
+    text = reminder + _paste([inner]) + " " + reminder
+    assert RULES.strip_injected(text)[0] == _paste([inner]) + " "
+    unclosed = '<pasted_content id="f1bc">\n' + reminder + "words"
+    assert RULES.strip_injected(unclosed) == RULES._strip_all(unclosed)
+    assert speech.pastes('<pasted_content id="x y">' + reminder) == []  # not an id
+
+
+def test_a_pasted_transcript_in_a_typed_prompt_is_carried_whole(tmp_path: Path) -> None:
+    pasted = ["log 1\n", "<system-reminder>PASTED</system-reminder>\n",
+              "<command-name>/model</command-name>\n", "<local-command-stdout>out",
+              "</local-command-stdout>"]
+    t = Transcript()
+    t.user("<system-reminder>injected by the CLI</system-reminder>\nlook: " + _paste(pasted))
+    t.assistant("seen")
+    built = build(tmp_path, t)
+    assert texts(built) == ["look: " + _paste(pasted), "seen"]
+    assert kinds(built) == ["typed", "assistant_text"]
