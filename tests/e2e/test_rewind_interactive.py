@@ -107,3 +107,48 @@ def test_a_summary_made_from_the_rewind_menu_is_undone_and_every_word_carried(
     assert "This session is being continued" not in candidate  # the summary is not carried
     seen = machine.resume_sees(fake_api, result["new_session_id"])
     assert all(word in seen for word in every), seen[-2000:]
+
+
+def test_a_rewind_after_a_compaction_is_not_carried(
+        machine: Machine, pane: ClaudePane, fake_api: FakeApi) -> None:
+    """After ``/compact`` the menu offers only the prompts after it, and Claude Code hangs the
+    new prompt on the line before the ``/compact`` command's own lines (not on the line the
+    replaced prompt hung on). The rebuild carries the conversation before the compaction
+    verbatim and not the summary, as always, and never the rewound prompt."""
+    pane.start(pane.launch_argv(channel=False))
+    for number, word in enumerate(["alpha", "beta"], 1):
+        pane.type_prompt(f"KEEP-TYPED-{number} {word}")
+        pane.wait_said(f"echo[{number}]")
+        wait_for(pane.idle, timeout=30, what=f"claude idle after answer {number}")
+    pane.type_prompt("/compact")
+    _shown(pane, "Compacted", "the compaction done")
+    pane.type_prompt("GONE-TYPED-3 gamma")
+    pane.wait_said("GONE-TYPED-3 gamma")
+    wait_for(pane.idle, timeout=30, what="claude idle after the third answer")
+    _keys(pane, "Escape")
+    _keys(pane, "Escape")
+    _shown(pane, "Rewind", "the rewind selector")
+    _keys(pane, "Up")
+    _keys(pane, "Enter")
+    _shown(pane, "Restore conversation", "the restore choice")
+    _keys(pane, "Enter")
+    wait_for(lambda: re.search(r"─\n❯\s+GONE-TYPED-3 gamma", pane.capture()), timeout=30,
+             what="the rewound prompt back in the input box")
+    _keys(pane, "C-u")
+    wait_for(lambda: not re.search(r"─\n❯\s+GONE-TYPED-3", pane.capture()), timeout=30,
+             what="the input box emptied")
+    pane.type_prompt("KEEP-TYPED-4 delta")
+    pane.wait_said("KEEP-TYPED-4 delta")
+    wait_for(pane.idle, timeout=30, what="claude idle after the last answer")
+    source, session = pane.transcript(), pane.session_id()
+    pane.close()
+
+    seen = machine.resume_sees(fake_api, session)  # the oracle
+    assert "KEEP-TYPED-4 delta" in seen and "GONE-TYPED-3" not in seen, seen[-2000:]
+
+    result = machine.fork(source)
+    assert result["stats"]["read"]["rewound_speech"]["typed"] == 1
+    seen = machine.resume_sees(fake_api, result["new_session_id"])
+    kept = ["KEEP-TYPED-1 alpha", "KEEP-TYPED-2 beta", "KEEP-TYPED-4 delta",
+            "echo[2]: KEEP-TYPED-2 beta"]
+    assert all(k in seen for k in kept) and "GONE-TYPED-3" not in seen, seen[-2000:]
