@@ -174,6 +174,15 @@ def _texts(content: Any) -> list[str]:
             and isinstance(b.get("text"), str)]
 
 
+def _rejected_with_words(content: Any) -> bool:
+    """A tool result that says what the human said when they rejected the call, with words."""
+    text = "\n".join(_texts(content))
+    if not text.startswith("The user doesn't want to proceed"):
+        return False  # a failed command that prints the words is not a rejection
+    _, said, words = text.partition("the user said:")
+    return bool(said) and bool(words.strip())
+
+
 def _words(text: str) -> str:
     return " ".join(text.split())
 
@@ -389,8 +398,15 @@ class SecondReading:
     def _user(self, event: dict[str, Any], line: int) -> None:
         message = event.get("message")
         content = message.get("content") if isinstance(message, dict) else None
-        if event.get("isCompactSummary") is True or (isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") == "tool_result" for b in content)):
+        if event.get("isCompactSummary") is True:
+            return
+        if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            # results answer tool calls; one the human rejected with words holds those words
+            said = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+                       and b.get("is_error") is True and _rejected_with_words(b.get("content")))
+            if said:
+                self.flag("tool rejection words", line, said, event.get("uuid"), "user")
             return
         texts = _texts(content)
         mark = event.get(MARK_KEY)

@@ -24,6 +24,7 @@ from runtime.engine.speech import (
     SpeechRules,
     Utterance,
     read_mark,
+    rejection_feedback,
     valid_timestamp,
 )
 
@@ -61,6 +62,7 @@ class Classifier:
         self.assistant_seen = False
         self.snapshot_taken = False
         self.line = 0  # the number of the line being classified (set by the reader)
+        self.in_result = False  # the user line just read spoke inside a tool result
 
     def event(self, event: dict[str, Any], size: int) -> None:
         kind = event.get("type")
@@ -81,8 +83,10 @@ class Classifier:
             else:
                 spoke = self.stats.spoke["user"]
                 self._user(event, size)
-                if self.stats.spoke["user"] != spoke:
+                # a prompt, not words given in a tool result (those hang on the call)
+                if self.stats.spoke["user"] != spoke and not self.in_result:
                     self._rewind(event)
+                self.in_result = False
         elif kind == "attachment":
             self._attachment(event, size)
         elif kind == "system":
@@ -317,6 +321,13 @@ class Classifier:
             return
         if has_result:
             self.ledger.add("image", image_bytes)
+            said = self._feedback(content) if type(content) is list else None
+            if said:  # words the human gave when rejecting the call: typed speech
+                spoken = sum(map(_utf8_len, said))
+                self._ignore("user", "tool_result", "tool_result", size - image_bytes - spoken)
+                self._human(event, "typed", said, spoken, 0)
+                self.in_result = True
+                return
             self._ignore("user", "tool_result", "tool_result", size - image_bytes)
             return
         rules = self.rules
@@ -347,6 +358,17 @@ class Classifier:
             if self.sink is not None:
                 self.sink.local_output()
         self._human(event, "typed", texts, size, image_bytes)
+
+    @staticmethod
+    def _feedback(content: list[Any]) -> list[str]:
+        """The human's words in the results of tool calls they rejected with words."""
+        said: list[str] = []
+        for btype, block in _typed(content):
+            if btype == "tool_result" and block.get("is_error") is True:
+                words = rejection_feedback(block.get("content"))
+                if words is not None:
+                    said.append(words)
+        return said
 
     def _user_blocks(self, content: list[Any]) -> tuple[list[str], bool, int]:
         texts: list[str] = []

@@ -32,7 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from runtime.engine.speech import VOICE_SUBTYPE
+from runtime.engine.speech import FEEDBACK_BYTES, VOICE_SUBTYPE
+
+# the mark's words before its line break (written "\n" escaped in the raw JSON)
+FEEDBACK_WORDS = FEEDBACK_BYTES.rstrip(b"\n")
 
 if TYPE_CHECKING:
     from runtime.engine.classify import Classifier
@@ -56,6 +59,7 @@ class _Block(msgspec.Struct, gc=False):
     type: Any = None
     name: Any = None  # tool_use
     content: msgspec.Raw = NULL  # tool_result: decoded further only when it is a list
+    is_error: Any = None  # tool_result: a rejected call's result may hold the human's words
     source: _Source | None = None  # image
 
 
@@ -262,6 +266,12 @@ class Prefilter:
             if btype == "tool_result":
                 has_result = True
                 inner = block.content
+                # the human's words when they rejected the call (escaped or not, the mark's
+                # own words are ASCII letters; a raw search finds every spelling but \u-escapes)
+                if block.is_error is True:
+                    raw = bytes(inner)  # an error result: mostly short
+                    if FEEDBACK_WORDS in raw or b"\\u" in raw:
+                        return False
                 # a memoryview equals the bytes it views; typeshed has no overlap for that
                 if memoryview(inner)[:1] == b"[":  # type: ignore[comparison-overlap]
                     try:

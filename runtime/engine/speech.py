@@ -41,6 +41,25 @@ _ISO = re.compile(
 _INTERRUPT_PREFIX = "[Request interrupted by user"
 _INTERRUPT = re.compile(r"\[Request interrupted by user[^\]\n]*\]?\s*")
 _BASH_ECHO = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
+# A tool call the human rejected with words ("No" + Tab to amend): Claude Code writes them in
+# the tool result after this marker (an error result) and sends them to the model
+REJECTED = "The user doesn't want to proceed with this tool use."
+FEEDBACK_MARK = "To tell you how to proceed, the user said:\n"
+FEEDBACK_BYTES = FEEDBACK_MARK.encode()
+
+
+def rejection_feedback(content: Any) -> str | None:
+    """The human's words in a rejected tool call's result ``content``, or None."""
+    if type(content) is list:  # the result as blocks: their texts, as Claude Code joins them
+        content = "\n".join(b["text"] for b in content if type(b) is dict
+                            and b.get("type") == "text" and type(b.get("text")) is str)
+    if type(content) is not str or not content.startswith(REJECTED):
+        return None  # (a failed command's output that quotes the mark is not the human's)
+    at = content.find(FEEDBACK_MARK)
+    if at < 0:
+        return None
+    words = content[at + len(FEEDBACK_MARK):]
+    return words if words.strip() else None
 # Every item a rebuild writes says what it carries under this top-level key (Claude Code loads
 # the event and ignores the key; it never reaches the model): ``{"kind": KIND}``, plus
 # ``"lead": TEXT`` when the item opens with a block Threadline added (a turn's time stamp or
