@@ -174,6 +174,26 @@ def _texts(content: Any) -> list[str]:
             and isinstance(b.get("text"), str)]
 
 
+def _answered(content: Any, tool_use_result: Any) -> int:
+    """How many answers a question tool's result holds (at least 1 once it says answered)."""
+    texts = _texts(content)
+    if not texts or not texts[0].startswith(("User has answered", "The user answered")):
+        return 0
+    given = tool_use_result.get("answers") if isinstance(tool_use_result, dict) else None
+    said = [a for a in given.values() if isinstance(a, str) and a.strip()] \
+        if isinstance(given, dict) else []
+    return max(len(said), 1)
+
+
+def _asks(arguments: Any) -> int:
+    """How many questions with words a question tool's call asks."""
+    questions = arguments.get("questions") if isinstance(arguments, dict) else None
+    if not isinstance(questions, list):
+        return 0
+    return sum(1 for q in questions if isinstance(q, dict)
+               and isinstance(q.get("question"), str) and q["question"].strip())
+
+
 def _rejected_with_words(content: Any) -> bool:
     """A tool result that says what the human said when they rejected the call, with words."""
     text = "\n".join(_texts(content))
@@ -336,7 +356,8 @@ class SecondReading:
             if type(content) is not list:
                 return True
             for b in content:  # (a loop: no generator for the one block a line mostly has)
-                if b.type == "tool_use" and isinstance(b.name, str) and "reply" in b.name.lower():
+                if b.type == "tool_use" and isinstance(b.name, str) and (
+                        "reply" in b.name.lower() or b.name == "AskUserQuestion"):
                     return True
             return False
         if kind == "attachment":
@@ -403,10 +424,16 @@ class SecondReading:
         if isinstance(content, list) and any(
                 isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             # results answer tool calls; one the human rejected with words holds those words
-            said = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
-                       and b.get("is_error") is True and _rejected_with_words(b.get("content")))
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            said = sum(1 for b in results
+                       if b.get("is_error") is True and _rejected_with_words(b.get("content")))
             if said:
                 self.flag("tool rejection words", line, said, event.get("uuid"), "user")
+            answered = sum(_answered(b.get("content"), event.get("toolUseResult"))
+                           for b in results if b.get("is_error") is not True)
+            if answered:
+                self.flag("answers to the model's questions", line, answered, event.get("uuid"),
+                          "user")
             return
         texts = _texts(content)
         mark = event.get(MARK_KEY)
@@ -443,6 +470,10 @@ class SecondReading:
         said = [t for t in _texts(content) if t and not t.isspace()]  # t.strip(), no copy
         replies = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
                    and self._reply(b)]
+        asked = sum(_asks(b.get("input")) for b in blocks if isinstance(b, dict)
+                    and b.get("type") == "tool_use" and b.get("name") == "AskUserQuestion")
+        if asked:  # the model's questions to the human: one item per question
+            self.flag("questions to the human", line, asked, uuid, "assistant")
         if replies:
             self.flag("assistant text", line, 0, uuid, "assistant", len(said))
             shape = f"reply tool {replies[0].get('name')!r}"

@@ -18,11 +18,14 @@ import orjson
 from runtime.engine.dirty import Ledger
 from runtime.engine.find import contains
 from runtime.engine.speech import (
+    ASK_TOOL,
     MARK_KEY,
     VOICE_ORIGIN,
     VOICE_SUBTYPE,
     SpeechRules,
     Utterance,
+    answers,
+    questions,
     read_mark,
     rejection_feedback,
     valid_timestamp,
@@ -210,8 +213,12 @@ class Classifier:
                     categories.append(("other", len(text or "") if type(text) is str else 0))
             elif btype == "tool_use":
                 said = self.rules.tool_speech(block)
+                asked = questions(block) if said is None else None
                 if said is not None:
                     spoken.append(said)
+                    categories.append(("", 0))
+                elif asked:  # the model's questions to the human, one item each
+                    spoken += [("speech_tool", question) for question in asked]
                     categories.append(("", 0))
                 else:
                     categories.append(("tool_use", -1))
@@ -242,6 +249,8 @@ class Classifier:
             kind = "assistant_text"
         elif btype == "tool_use":
             said = self.rules.tool_speech(block)
+            if said is None and block.get("name") == ASK_TOOL:
+                return False  # questions to the human: the general path carries each
             if said is None:
                 self.ledger.noise["tool_use"] += size
                 self.stats.ignored_reasons["assistant_no_speech"] += 1
@@ -321,7 +330,7 @@ class Classifier:
             return
         if has_result:
             self.ledger.add("image", image_bytes)
-            said = self._feedback(content) if type(content) is list else None
+            said = self._feedback(content, event) if type(content) is list else None
             if said:  # words the human gave when rejecting the call: typed speech
                 spoken = sum(map(_utf8_len, said))
                 self._ignore("user", "tool_result", "tool_result", size - image_bytes - spoken)
@@ -360,14 +369,22 @@ class Classifier:
         self._human(event, "typed", texts, size, image_bytes)
 
     @staticmethod
-    def _feedback(content: list[Any]) -> list[str]:
-        """The human's words in the results of tool calls they rejected with words."""
+    def _feedback(content: list[Any], event: dict[str, Any]) -> list[str]:
+        """The human's words in tool results: what they said rejecting a call, and their
+        answers to the model's questions."""
         said: list[str] = []
         for btype, block in _typed(content):
-            if btype == "tool_result" and block.get("is_error") is True:
-                words = rejection_feedback(block.get("content"))
+            if btype != "tool_result":
+                continue
+            inner = block.get("content")
+            if block.get("is_error") is True:
+                words = rejection_feedback(inner)
                 if words is not None:
                     said.append(words)
+            else:
+                given = answers(inner, event.get("toolUseResult"))
+                if given:
+                    said += given
         return said
 
     def _user_blocks(self, content: list[Any]) -> tuple[list[str], bool, int]:

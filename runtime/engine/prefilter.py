@@ -32,8 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from runtime.engine.speech import FEEDBACK_BYTES, VOICE_SUBTYPE
+from runtime.engine.speech import ANSWERED_BYTES, ASK_TOOL, FEEDBACK_BYTES, VOICE_SUBTYPE
 
+# how far into a result's raw content its opening words are looked for (a string, or a list
+# whose first text block opens it: ``[{"type":"text","text":"User has answered…``)
+ANSWER_PEEK = 96
 # the mark's words before its line break (written "\n" escaped in the raw JSON)
 FEEDBACK_WORDS = FEEDBACK_BYTES.rstrip(b"\n")
 
@@ -249,6 +252,7 @@ class Prefilter:
         if speaks is None:
             speaks = self.speaks[name] = (
                 self.reply_tool.search(name) is not None or name in self.speech_tools
+                or name == ASK_TOOL
             )
         return speaks
 
@@ -271,6 +275,10 @@ class Prefilter:
                 if block.is_error is True:
                     raw = bytes(inner)  # an error result: mostly short
                     if FEEDBACK_WORDS in raw or b"\\u" in raw:
+                        return False
+                else:  # the human's answers to the model's questions open their result
+                    opening = bytes(memoryview(inner)[:ANSWER_PEEK])
+                    if b"\\u" in opening or any(o in opening for o in ANSWERED_BYTES):
                         return False
                 # a memoryview equals the bytes it views; typeshed has no overlap for that
                 if memoryview(inner)[:1] == b"[":  # type: ignore[comparison-overlap]

@@ -43,9 +43,42 @@ _INTERRUPT = re.compile(r"\[Request interrupted by user[^\]\n]*\]?\s*")
 _BASH_ECHO = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
 # A tool call the human rejected with words ("No" + Tab to amend): Claude Code writes them in
 # the tool result after this marker (an error result) and sends them to the model
+# The model's questions to the human (Claude Code's AskUserQuestion tool) and the human's
+# answers: the questions are the tool call's ``questions[].question``, the answers come back in
+# a tool result opening with one of these (2.0.x / 2.1.328) and, word for word, in the line's
+# ``toolUseResult.answers`` (question -> answer); Claude Code sends both to the model
+ASK_TOOL = "AskUserQuestion"
+ANSWERED = ("User has answered your questions:", "The user answered:")
+ANSWERED_BYTES = tuple(b'"' + opening.encode() for opening in ANSWERED)
 REJECTED = "The user doesn't want to proceed with this tool use."
 FEEDBACK_MARK = "To tell you how to proceed, the user said:\n"
 FEEDBACK_BYTES = FEEDBACK_MARK.encode()
+
+
+def questions(block: dict[str, Any]) -> list[str]:
+    """The model's questions in a question tool's call, each verbatim (none: not one)."""
+    arguments = block.get("input")
+    asked = arguments.get("questions") if type(arguments) is dict else None
+    if block.get("name") != ASK_TOOL or type(asked) is not list:
+        return []
+    return [q["question"] for q in asked if type(q) is dict
+            and type(q.get("question")) is str and q["question"].strip()]
+
+
+def answers(content: Any, tool_use_result: Any) -> list[str] | None:
+    """The human's answers in a question tool's result (None: not such a result).
+
+    ``content`` is the result block's content, ``tool_use_result`` its line's
+    ``toolUseResult``; the answers are its ``answers`` values, in the questions' order."""
+    if type(content) is list:
+        content = next((b.get("text") for b in content
+                        if type(b) is dict and b.get("type") == "text"), None)
+    if type(content) is not str or not content.startswith(ANSWERED):
+        return None
+    given = tool_use_result.get("answers") if type(tool_use_result) is dict else None
+    if type(given) is not dict:
+        return []
+    return [a for a in given.values() if type(a) is str and a and not a.isspace()]
 
 
 def rejection_feedback(content: Any) -> str | None:

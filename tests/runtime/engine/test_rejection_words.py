@@ -65,7 +65,7 @@ def test_results_without_a_humans_words_are_not_speech(tmp_path: Path) -> None:
 
 
 def test_missing_them_blocks_the_rebuild(tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setattr(Classifier, "_feedback", staticmethod(lambda content: []))
+    monkeypatch.setattr(Classifier, "_feedback", staticmethod(lambda content, event: []))
     built = build(tmp_path, session(REJECTED + "use notes.md"))
     assert built.blocked_reason is not None and "tool rejection words at line 3" in \
         built.blocked_reason
