@@ -199,8 +199,11 @@ def _rejected_with_words(content: Any) -> bool:
     text = "\n".join(_texts(content))
     if not text.startswith("The user doesn't want to proceed"):
         return False  # a failed command that prints the words is not a rejection
-    _, said, words = text.partition("the user said:")
-    return bool(said) and bool(words.strip())
+    for mark in ("the user said:", "reason for the rejection:"):
+        _, said, words = text.partition(mark)
+        if said:
+            return bool(words.strip())
+    return False
 
 
 def _words(text: str) -> str:
@@ -357,7 +360,8 @@ class SecondReading:
                 return True
             for b in content:  # (a loop: no generator for the one block a line mostly has)
                 if b.type == "tool_use" and isinstance(b.name, str) and (
-                        "reply" in b.name.lower() or b.name == "AskUserQuestion"):
+                        "reply" in b.name.lower() or b.name in ("AskUserQuestion",
+                                                                 "ExitPlanMode")):
                     return True
             return False
         if kind == "attachment":
@@ -474,6 +478,11 @@ class SecondReading:
                     and b.get("type") == "tool_use" and b.get("name") == "AskUserQuestion")
         if asked:  # the model's questions to the human: one item per question
             self.flag("questions to the human", line, asked, uuid, "assistant")
+        planned = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
+                      and b.get("name") == "ExitPlanMode" and isinstance(b.get("input"), dict)
+                      and isinstance(b["input"].get("plan"), str) and b["input"]["plan"].strip())
+        if planned:
+            self.flag("plan shown to the human", line, planned, uuid, "assistant")
         if replies:
             self.flag("assistant text", line, 0, uuid, "assistant", len(said))
             shape = f"reply tool {replies[0].get('name')!r}"

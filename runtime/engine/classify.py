@@ -18,16 +18,16 @@ import orjson
 from runtime.engine.dirty import Ledger
 from runtime.engine.find import contains
 from runtime.engine.speech import (
-    ASK_TOOL,
     MARK_KEY,
     VOICE_ORIGIN,
     VOICE_SUBTYPE,
+    WORDS_TOOLS,
     SpeechRules,
     Utterance,
     answers,
-    questions,
     read_mark,
     rejection_feedback,
+    tool_words,
     valid_timestamp,
 )
 
@@ -213,11 +213,11 @@ class Classifier:
                     categories.append(("other", len(text or "") if type(text) is str else 0))
             elif btype == "tool_use":
                 said = self.rules.tool_speech(block)
-                asked = questions(block) if said is None else None
+                asked = tool_words(block) if said is None else None
                 if said is not None:
                     spoken.append(said)
                     categories.append(("", 0))
-                elif asked:  # the model's questions to the human, one item each
+                elif asked:  # the model's questions or plan to the human, one item each
                     spoken += [("speech_tool", question) for question in asked]
                     categories.append(("", 0))
                 else:
@@ -249,8 +249,8 @@ class Classifier:
             kind = "assistant_text"
         elif btype == "tool_use":
             said = self.rules.tool_speech(block)
-            if said is None and block.get("name") == ASK_TOOL:
-                return False  # questions to the human: the general path carries each
+            if said is None and block.get("name") in WORDS_TOOLS:
+                return False  # words to the human: the general path carries each
             if said is None:
                 self.ledger.noise["tool_use"] += size
                 self.stats.ignored_reasons["assistant_no_speech"] += 1

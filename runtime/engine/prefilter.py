@@ -32,13 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from runtime.engine.speech import ANSWERED_BYTES, ASK_TOOL, FEEDBACK_BYTES, VOICE_SUBTYPE
+from runtime.engine.speech import ANSWERED_BYTES, FEEDBACK_BYTES, VOICE_SUBTYPE, WORDS_TOOLS
 
 # how far into a result's raw content its opening words are looked for (a string, or a list
 # whose first text block opens it: ``[{"type":"text","text":"User has answered…``)
 ANSWER_PEEK = 96
-# the mark's words before its line break (written "\n" escaped in the raw JSON)
-FEEDBACK_WORDS = FEEDBACK_BYTES.rstrip(b"\n")
 
 if TYPE_CHECKING:
     from runtime.engine.classify import Classifier
@@ -252,7 +250,7 @@ class Prefilter:
         if speaks is None:
             speaks = self.speaks[name] = (
                 self.reply_tool.search(name) is not None or name in self.speech_tools
-                or name == ASK_TOOL
+                or name in WORDS_TOOLS
             )
         return speaks
 
@@ -274,7 +272,7 @@ class Prefilter:
                 # own words are ASCII letters; a raw search finds every spelling but \u-escapes)
                 if block.is_error is True:
                     raw = bytes(inner)  # an error result: mostly short
-                    if FEEDBACK_WORDS in raw or b"\\u" in raw:
+                    if b"\\u" in raw or any(mark in raw for mark in FEEDBACK_BYTES):
                         return False
                 else:  # the human's answers to the model's questions open their result
                     opening = bytes(memoryview(inner)[:ANSWER_PEEK])

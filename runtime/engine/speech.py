@@ -50,16 +50,28 @@ _BASH_ECHO = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
 ASK_TOOL = "AskUserQuestion"
 ANSWERED = ("User has answered your questions:", "The user answered:")
 ANSWERED_BYTES = tuple(b'"' + opening.encode() for opening in ANSWERED)
+# (and the plan the model shows for approval: ExitPlanMode's ``plan``, 2.0.x)
+PLAN_TOOL = "ExitPlanMode"
+WORDS_TOOLS = (ASK_TOOL, PLAN_TOOL)
 REJECTED = "The user doesn't want to proceed with this tool use."
-FEEDBACK_MARK = "To tell you how to proceed, the user said:\n"
-FEEDBACK_BYTES = FEEDBACK_MARK.encode()
+# 2.1.328 (and 2.0.55) / 2.0.37: the words follow one of these
+FEEDBACK_MARKS = ("To tell you how to proceed, the user said:\n",
+                  "The user provided the following reason for the rejection:")
+FEEDBACK_BYTES = tuple(mark.rstrip("\n").encode() for mark in FEEDBACK_MARKS)
 
 
-def questions(block: dict[str, Any]) -> list[str]:
-    """The model's questions in a question tool's call, each verbatim (none: not one)."""
+def tool_words(block: dict[str, Any]) -> list[str]:
+    """The model's words to the human in a tool call, each verbatim: the questions of a
+    question tool, the plan it shows for approval (none: not such a call)."""
     arguments = block.get("input")
-    asked = arguments.get("questions") if type(arguments) is dict else None
-    if block.get("name") != ASK_TOOL or type(asked) is not list:
+    if type(arguments) is not dict:
+        return []
+    name = block.get("name")
+    if name == PLAN_TOOL:
+        plan = arguments.get("plan")
+        return [plan] if type(plan) is str and plan.strip() else []
+    asked = arguments.get("questions")
+    if name != ASK_TOOL or type(asked) is not list:
         return []
     return [q["question"] for q in asked if type(q) is dict
             and type(q.get("question")) is str and q["question"].strip()]
@@ -88,11 +100,12 @@ def rejection_feedback(content: Any) -> str | None:
                             and b.get("type") == "text" and type(b.get("text")) is str)
     if type(content) is not str or not content.startswith(REJECTED):
         return None  # (a failed command's output that quotes the mark is not the human's)
-    at = content.find(FEEDBACK_MARK)
-    if at < 0:
-        return None
-    words = content[at + len(FEEDBACK_MARK):]
-    return words if words.strip() else None
+    for mark in FEEDBACK_MARKS:
+        at = content.find(mark)
+        if at >= 0:
+            words = content[at + len(mark):].lstrip(" ")
+            return words if words.strip() else None
+    return None
 # Every item a rebuild writes says what it carries under this top-level key (Claude Code loads
 # the event and ignores the key; it never reaches the model): ``{"kind": KIND}``, plus
 # ``"lead": TEXT`` when the item opens with a block Threadline added (a turn's time stamp or

@@ -93,3 +93,24 @@ def test_the_corpus_exchanges_are_carried() -> None:
     assert "How should corrupted archives be reported in the manifest?" in said
     assert "Option C: Extra field" in said and "Also .tgz" in said
     assert built.blocked_reason is None
+
+
+def test_a_plan_shown_for_approval_is_carried_and_a_rejection_reason_too(tmp_path: Path) -> None:
+    """ExitPlanMode's ``plan`` (2.0.x) is the model's words to the human, who approves or
+    rejects it — with a reason, carried as typed (corpus ``iansherr…cb2e607c``)."""
+    plan = "## Plan\n\n1. rename the script\n2. add the entry point"
+    t = Transcript()
+    t.user("make it installable")
+    t.assistant(tool_use("ExitPlanMode", {"plan": plan}, tid="toolu_p"))
+    rejected = tool_result("The user doesn't want to proceed with this tool use. The user "
+                           "provided the following reason for the rejection:  keep the name",
+                           tid="toolu_p")
+    rejected["is_error"] = True
+    t.user([rejected])
+    t.assistant(tool_use("ExitPlanMode", {}, tid="toolu_e"))  # a plan kept elsewhere: nothing
+    t.user([tool_result("User has approved your plan.", tid="toolu_e")])
+    built = build(tmp_path, t)
+    assert texts(built) == ["make it installable", plan, "keep the name"]
+    assert kinds(built) == ["typed", "speech_tool", "typed"]
+    assert built.blocked_reason is None
+    _assert_same(t.write(tmp_path / "again.jsonl"))

@@ -83,3 +83,13 @@ def test_the_fast_path_books_them_as_the_full_parse_does(tmp_path: Path) -> None
         _assert_same(path)
     built = candidate.build(escaped, config())
     assert texts(built)[1] == "caf\u00e9 \u001b[1mbold\u001b[0m"
+
+
+def test_the_older_wording_of_a_rejection_reason_is_read_too(tmp_path: Path) -> None:
+    """Claude Code 2.0.37 wrote the reason after "The user provided the following reason for
+    the rejection:" (corpus ``iansherr…cb2e607c``, a rejected plan)."""
+    older = ("The user doesn't want to proceed with this tool use. The tool use was rejected "
+             "(eg. if it was a file edit, the new_string was NOT written to the file). The user "
+             "provided the following reason for the rejection:  keep the file name")
+    built = build(tmp_path, session(older))
+    assert texts(built)[1] == "keep the file name" and built.blocked_reason is None
