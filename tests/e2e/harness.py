@@ -211,6 +211,14 @@ class Machine:
         text: str = fake_api.wait_for_text(nonce, timeout=30, session_id=session).joined()
         return text
 
+    def resume_both(self, fake_api: Any, source: Path,
+                    session: str) -> tuple[str, dict[str, Any], str]:
+        """The source resumed (the oracle) and its fork resumed: what the model got each time
+        (:meth:`resume_sees`), with the fork's JSON result between."""
+        before = self.resume_sees(fake_api, session)
+        result = self.fork(source)
+        return before, result, self.resume_sees(fake_api, result["new_session_id"])
+
     # -- channel and hook evidence ------------------------------------------------------------
     def push_channel(self, text: str) -> str:
         """Spool ``text`` atomically for the channel server to push; return the file name."""
@@ -514,6 +522,15 @@ class ClaudePane:
         record = self.session_record()
         return bool(record) and record.get("status") == "idle"  # type: ignore[union-attr]
 
+    def finish(self, said: str, timeout: float = 60.0) -> tuple[Path, str]:
+        """Wait until the transcript holds ``said`` and claude is idle, close the pane; the
+        transcript and the session id, for resuming it from outside."""
+        self.wait_said(said, timeout=timeout)
+        wait_for(self.idle, timeout=timeout, what=f"claude idle after {said!r}")
+        source, session = self.transcript(), self.session_id()
+        self.close()
+        return source, session
+
     # -- typing ----------------------------------------------------------------------------
     def type_prompt(self, text: str, timeout: float = 30.0) -> None:
         """Type ``text`` into the input box, wait until the pane shows it, then press Enter."""
@@ -522,6 +539,35 @@ class ClaudePane:
         wait_for(lambda: probe in self.capture().replace("\n", ""), timeout=timeout,
                  what=f"typed text {probe!r} to show in the pane")
         self.tmux.cmd("send-keys", "-t", self.target, "Enter")
+
+    def type_into_field(self, text: str, tries: int = 5) -> None:
+        """Type ``text`` into a dialog's text field and press Enter until the dialog takes it.
+
+        Keys sent while the field is still being drawn are lost: a text that does not show
+        within 2 s is cleared (C-u) and typed again, and an Enter after which the dialog is
+        still open (its "Esc to cancel" hint shown) is pressed again (an extra Enter lands in
+        the empty prompt box: nothing)."""
+        def shown() -> bool:
+            return text in self.capture().replace("\n", "")
+
+        for _ in range(tries):
+            self.tmux.cmd("send-keys", "-t", self.target, "-l", text)
+            try:
+                wait_for(shown, timeout=2, what=f"typed text {text!r} to show in the pane")
+                break
+            except AssertionError:
+                self.tmux.cmd("send-keys", "-t", self.target, "C-u")
+        else:
+            raise AssertionError(f"{text!r} never showed in the pane:\n{self.capture()[-1500:]}")
+        for _ in range(tries):
+            self.tmux.cmd("send-keys", "-t", self.target, "Enter")
+            try:
+                wait_for(lambda: "Esc to cancel" not in self.capture(), timeout=2,
+                         what="the dialog to take the text")
+                return
+            except AssertionError:
+                continue
+        raise AssertionError(f"the dialog never took {text!r}:\n{self.capture()[-1500:]}")
 
     def _input_box_shown(self) -> bool:
         self._check_alive()

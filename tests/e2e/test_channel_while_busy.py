@@ -47,16 +47,9 @@ def test_channel_messages_sent_while_the_model_works_are_carried_once_each(
     machine.push_channel(WORDS[4])
     pane.wait_said(WORDS[4])
     gate.touch()
-    pane.wait_said("the gate opened")
-    wait_for(pane.idle, timeout=60, what="claude idle after the tool turn")
-    source, session = pane.transcript(), pane.session_id()
-    pane.close()
+    source, session = pane.finish("the gate opened")
     assert '"queued_command"' in source.read_text(encoding="utf-8")  # the shape under test
 
-    seen = machine.resume_sees(fake_api, session)  # the oracle
-    assert all(word in seen for word in WORDS), seen[-3000:]
-
-    result = machine.fork(source)
-    seen = machine.resume_sees(fake_api, result["new_session_id"])
-    assert all(word in seen for word in WORDS), seen[-3000:]
-    assert all(seen.count(f"\n{word}\n</channel>") == 1 for word in WORDS[2:]), seen[-3000:]
+    for seen in machine.resume_both(fake_api, source, session)[::2]:  # the oracle, the fork
+        assert all(word in seen for word in WORDS), seen[-3000:]
+        assert all(seen.count(f"\n{word}\n</channel>") == 1 for word in WORDS[2:]), seen[-3000:]

@@ -38,15 +38,8 @@ def test_a_pasted_log_with_tags_in_it_is_carried_as_pasted(
     wait_for(lambda: "[Pasted text #1" in pane.capture(), timeout=30,
              what="the paste placeholder in the input box")
     pane.type_prompt(" TYPED-AFTER-PASTE")
-    pane.wait_said("echo[1]")
-    wait_for(pane.idle, timeout=30, what="claude idle after the answer")
-    source, session = pane.transcript(), pane.session_id()
-    pane.close()
+    source, session = pane.finish("echo[1]")
     assert '<pasted_content id=\\"' in source.read_text(encoding="utf-8")  # the shape (as JSON)
 
-    seen = machine.resume_sees(fake_api, session)  # the oracle
-    assert all(word in seen for word in SAID), seen[-3000:]
-
-    result = machine.fork(source)
-    seen = machine.resume_sees(fake_api, result["new_session_id"])
-    assert all(word in seen for word in SAID), seen[-3000:]
+    for seen in machine.resume_both(fake_api, source, session)[::2]:  # the oracle, the fork
+        assert all(word in seen for word in SAID), seen[-3000:]

@@ -32,16 +32,11 @@ def test_words_given_when_rejecting_a_tool_call_are_carried(
     pane.tmux.cmd("send-keys", "-t", pane.target, "Down")
     wait_for(lambda: "❯ 3. No" in pane.capture(), timeout=30, what='"No" chosen')
     pane.tmux.cmd("send-keys", "-t", pane.target, "Tab")  # amend: say what to do instead
-    pane.type_prompt(WORDS)
-    pane.wait_said(WORDS)
-    wait_for(pane.idle, timeout=60, what="claude idle after the rejection")
-    source, session = pane.transcript(), pane.session_id()
-    pane.close()
+    wait_for(lambda: "3. No, and tell Claude what to do differently" in pane.capture(),
+             timeout=30, what="the field for what to do instead")
+    pane.type_into_field(WORDS)
+    source, session = pane.finish(WORDS)
     assert not target.exists()
 
-    seen = machine.resume_sees(fake_api, session)  # the oracle
-    assert WORDS in seen, seen[-2000:]
-
-    result = machine.fork(source)
-    seen = machine.resume_sees(fake_api, result["new_session_id"])
-    assert "TYPED-1 PLEASE-WRITE the file" in seen and WORDS in seen, seen[-2000:]
+    for seen in machine.resume_both(fake_api, source, session)[::2]:  # the oracle, the fork
+        assert "TYPED-1 PLEASE-WRITE the file" in seen and WORDS in seen, seen[-2000:]

@@ -49,21 +49,14 @@ def test_a_rewind_made_in_the_interactive_cli_is_not_carried(
     wait_for(lambda: "GONE-TYPED-2" not in pane.capture(), timeout=30,
              what="the input box emptied")
     pane.type_prompt("KEEP-TYPED-3 gamma")
-    pane.wait_said("echo[3]: KEEP-TYPED-3 gamma")
-    wait_for(pane.idle, timeout=30, what="claude idle after the third answer")
-    source = pane.transcript()
-    session = pane.session_id()
-    pane.close()
+    source, session = pane.finish("echo[3]: KEEP-TYPED-3 gamma")
     assert "GONE-TYPED-2" in source.read_text(encoding="utf-8")  # the branch stays in the file
     kept = ["KEEP-TYPED-1 alpha", "KEEP-TYPED-3 gamma", "echo[3]: KEEP-TYPED-3 gamma"]
 
-    seen = machine.resume_sees(fake_api, session)  # the oracle
-    assert all(k in seen for k in kept) and "GONE-TYPED-2" not in seen, seen[-2000:]
-
-    result = machine.fork(source)
+    before, result, after = machine.resume_both(fake_api, source, session)
+    for seen in (before, after):  # the source (the oracle), then its fork
+        assert all(k in seen for k in kept) and "GONE-TYPED-2" not in seen, seen[-2000:]
     assert result["stats"]["read"]["rewound_speech"] == {"typed": 1, "assistant_text": 1}
-    seen = machine.resume_sees(fake_api, result["new_session_id"])
-    assert all(k in seen for k in kept) and "GONE-TYPED-2" not in seen, seen[-2000:]
 
 
 @pytest.mark.parametrize("choice", ["2", "3"], ids=["summarize-from-here", "summarize-up-to-here"])
@@ -90,23 +83,17 @@ def test_a_summary_made_from_the_rewind_menu_is_undone_and_every_word_carried(
     _shown(pane, "Conversation summarized", "the summary made")
     _keys(pane, "C-u")
     pane.type_prompt("TYPED-4 delta")
-    pane.wait_said("TYPED-4 delta")
-    wait_for(pane.idle, timeout=30, what="claude idle after the last answer")
-    source, session = pane.transcript(), pane.session_id()
-    pane.close()
+    source, session = pane.finish("TYPED-4 delta")
     every = ["TYPED-1 alpha", "TYPED-2 beta", "TYPED-3 gamma", "TYPED-4 delta",
              "echo[2]: TYPED-2 beta", "echo[3]: TYPED-3 gamma"]
     direction = "from" if choice == "2" else "up_to"
     assert f'"direction":"{direction}"' in source.read_text(encoding="utf-8").replace(" ", "")
 
-    seen = machine.resume_sees(fake_api, session)  # the oracle: some turns only as a summary
-    assert not all(word in seen for word in every)
-
-    result = machine.fork(source)
+    before, result, after = machine.resume_both(fake_api, source, session)
+    assert not all(word in before for word in every)  # the oracle: some turns as a summary
     candidate = Path(result["candidate_path"]).read_text(encoding="utf-8")
     assert "This session is being continued" not in candidate  # the summary is not carried
-    seen = machine.resume_sees(fake_api, result["new_session_id"])
-    assert all(word in seen for word in every), seen[-2000:]
+    assert all(word in after for word in every), after[-2000:]
 
 
 def test_a_rewind_after_a_compaction_is_not_carried(
@@ -138,17 +125,11 @@ def test_a_rewind_after_a_compaction_is_not_carried(
     wait_for(lambda: not re.search(r"─\n❯\s+GONE-TYPED-3", pane.capture()), timeout=30,
              what="the input box emptied")
     pane.type_prompt("KEEP-TYPED-4 delta")
-    pane.wait_said("KEEP-TYPED-4 delta")
-    wait_for(pane.idle, timeout=30, what="claude idle after the last answer")
-    source, session = pane.transcript(), pane.session_id()
-    pane.close()
+    source, session = pane.finish("KEEP-TYPED-4 delta")
 
-    seen = machine.resume_sees(fake_api, session)  # the oracle
-    assert "KEEP-TYPED-4 delta" in seen and "GONE-TYPED-3" not in seen, seen[-2000:]
-
-    result = machine.fork(source)
+    before, result, after = machine.resume_both(fake_api, source, session)
+    assert "KEEP-TYPED-4 delta" in before and "GONE-TYPED-3" not in before, before[-2000:]
     assert result["stats"]["read"]["rewound_speech"]["typed"] == 1
-    seen = machine.resume_sees(fake_api, result["new_session_id"])
     kept = ["KEEP-TYPED-1 alpha", "KEEP-TYPED-2 beta", "KEEP-TYPED-4 delta",
             "echo[2]: KEEP-TYPED-2 beta"]
-    assert all(k in seen for k in kept) and "GONE-TYPED-3" not in seen, seen[-2000:]
+    assert all(k in after for k in kept) and "GONE-TYPED-3" not in after, after[-2000:]

@@ -19,6 +19,18 @@ from tests.fixtures.transcripts import Transcript
 pytestmark = [pytest.mark.real_claude]
 
 
+def _resumed_alike(machine: Machine, fake_api: FakeApi, t: Transcript, rewound: int) -> None:
+    """The source resumed (the oracle) and its fork resumed send the KEEP- words and no GONE-
+    word; ``rewound`` prompts and as many answers are muted."""
+    source = t.write(machine.project_dir / f"{t.session}.jsonl")
+    kept = ["KEEP-TYPED-1", "KEEP-ASSIST-1", "KEEP-TYPED-2", "KEEP-ASSIST-2"]
+    before, result, after = machine.resume_both(fake_api, source, t.session)
+    for seen in (before, after):
+        assert all(k in seen for k in kept) and "GONE-" not in seen, seen[-2000:]
+    assert result["stats"]["read"]["rewound_speech"] == {"typed": rewound,
+                                                         "assistant_text": rewound}
+
+
 def test_a_rewound_branch_is_not_sent_after_the_rebuild_as_it_is_not_before(
         resume_machine: Machine, fake_api: FakeApi) -> None:
     machine = resume_machine
@@ -39,16 +51,7 @@ def test_a_rewound_branch_is_not_sent_after_the_rebuild_as_it_is_not_before(
     t.parent = first  # ... then back before all of it
     t.user("KEEP-TYPED-2 list the tables instead")
     t.assistant("KEEP-ASSIST-2 here are the tables")
-    source = t.write(machine.project_dir / f"{t.session}.jsonl")
-    kept = ["KEEP-TYPED-1", "KEEP-ASSIST-1", "KEEP-TYPED-2", "KEEP-ASSIST-2"]
-
-    seen = machine.resume_sees(fake_api, t.session)  # the oracle
-    assert all(k in seen for k in kept) and "GONE-" not in seen, seen[-2000:]
-
-    result = machine.fork(source)
-    assert result["stats"]["read"]["rewound_speech"] == {"typed": 3, "assistant_text": 3}
-    seen = machine.resume_sees(fake_api, result["new_session_id"])
-    assert all(k in seen for k in kept) and "GONE-" not in seen, seen[-2000:]
+    _resumed_alike(machine, fake_api, t, rewound=3)
 
 
 def test_a_rewind_far_back_and_a_prompt_written_twice_resume_as_the_source_does(
@@ -72,16 +75,7 @@ def test_a_rewind_far_back_and_a_prompt_written_twice_resume_as_the_source_does(
     t.assistant("KEEP-ASSIST-2 left as it was")
     t.tool_round()
     t.lines.append(t.lines[again])  # the prompt line written a second time
-    source = t.write(machine.project_dir / f"{t.session}.jsonl")
-    kept = ["KEEP-TYPED-1", "KEEP-ASSIST-1", "KEEP-TYPED-2", "KEEP-ASSIST-2"]
-
-    seen = machine.resume_sees(fake_api, t.session)  # the oracle
-    assert all(k in seen for k in kept) and "GONE-" not in seen, seen[-2000:]
-
-    result = machine.fork(source)
-    assert result["stats"]["read"]["rewound_speech"] == {"typed": 1, "assistant_text": 1}
-    seen = machine.resume_sees(fake_api, result["new_session_id"])
-    assert all(k in seen for k in kept) and "GONE-" not in seen, seen[-2000:]
+    _resumed_alike(machine, fake_api, t, rewound=1)
 
 
 def test_a_branch_left_by_a_late_api_error_line_is_carried_though_resume_drops_it(
