@@ -19,9 +19,18 @@ from tests.fixtures.transcripts import Transcript
 pytestmark = [pytest.mark.real_claude]
 
 
+def _opening() -> tuple[Transcript, str | None]:
+    """The kept first exchange; the id of its answer (where the rewinds below go back to)."""
+    t = Transcript()
+    t.user("KEEP-TYPED-1 hello")
+    t.assistant("KEEP-ASSIST-1 hi")
+    return t, t.parent
+
+
 def _resumed_alike(machine: Machine, fake_api: FakeApi, t: Transcript, rewound: int) -> None:
     """The source resumed (the oracle) and its fork resumed send the KEEP- words and no GONE-
     word; ``rewound`` prompts and as many answers are muted."""
+    machine.project_dir.mkdir(parents=True)
     source = t.write(machine.project_dir / f"{t.session}.jsonl")
     kept = ["KEEP-TYPED-1", "KEEP-ASSIST-1", "KEEP-TYPED-2", "KEEP-ASSIST-2"]
     before, result, after = machine.resume_both(fake_api, source, t.session)
@@ -33,12 +42,7 @@ def _resumed_alike(machine: Machine, fake_api: FakeApi, t: Transcript, rewound: 
 
 def test_a_rewound_branch_is_not_sent_after_the_rebuild_as_it_is_not_before(
         resume_machine: Machine, fake_api: FakeApi) -> None:
-    machine = resume_machine
-    machine.project_dir.mkdir(parents=True)
-    t = Transcript()
-    t.user("KEEP-TYPED-1 hello")
-    t.assistant("KEEP-ASSIST-1 hi")
-    first = t.parent
+    t, first = _opening()
     t.user("GONE-TYPED-1 delete the production db")
     t.tool_round()
     t.assistant("GONE-ASSIST-1 deleting")
@@ -51,7 +55,7 @@ def test_a_rewound_branch_is_not_sent_after_the_rebuild_as_it_is_not_before(
     t.parent = first  # ... then back before all of it
     t.user("KEEP-TYPED-2 list the tables instead")
     t.assistant("KEEP-ASSIST-2 here are the tables")
-    _resumed_alike(machine, fake_api, t, rewound=3)
+    _resumed_alike(resume_machine, fake_api, t, rewound=3)
 
 
 def test_a_rewind_far_back_and_a_prompt_written_twice_resume_as_the_source_does(
@@ -59,12 +63,7 @@ def test_a_rewind_far_back_and_a_prompt_written_twice_resume_as_the_source_does(
     """Beyond the engine's recent-id window: a rewind to before a long working turn is still
     not carried, and a prompt line written twice (a damaged file) mutes nothing — its answer
     is on the chain Claude Code resumes."""
-    machine = resume_machine
-    machine.project_dir.mkdir(parents=True)
-    t = Transcript()
-    t.user("KEEP-TYPED-1 hello")
-    t.assistant("KEEP-ASSIST-1 hi")
-    first = t.parent
+    t, first = _opening()
     t.user("GONE-TYPED-1 rebuild everything")
     for _ in range(RECENT_UUIDS // 2 + 50):
         t.tool_round()
@@ -75,7 +74,7 @@ def test_a_rewind_far_back_and_a_prompt_written_twice_resume_as_the_source_does(
     t.assistant("KEEP-ASSIST-2 left as it was")
     t.tool_round()
     t.lines.append(t.lines[again])  # the prompt line written a second time
-    _resumed_alike(machine, fake_api, t, rewound=1)
+    _resumed_alike(resume_machine, fake_api, t, rewound=1)
 
 
 def test_a_branch_left_by_a_late_api_error_line_is_carried_though_resume_drops_it(
