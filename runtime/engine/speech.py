@@ -41,8 +41,6 @@ _ISO = re.compile(
 _INTERRUPT_PREFIX = "[Request interrupted by user"
 _INTERRUPT = re.compile(r"\[Request interrupted by user[^\]\n]*\]?\s*")
 _BASH_ECHO = ("<bash-input>", "<bash-stdout>", "<bash-stderr>")
-# A tool call the human rejected with words ("No" + Tab to amend): Claude Code writes them in
-# the tool result after this marker (an error result) and sends them to the model
 # The model's questions to the human (Claude Code's AskUserQuestion tool) and the human's
 # answers: the questions are the tool call's ``questions[].question``, the answers come back in
 # a tool result opening with one of these (2.0.x / 2.1.328) and, word for word, in the line's
@@ -53,8 +51,10 @@ ANSWERED_BYTES = tuple(b'"' + opening.encode() for opening in ANSWERED)
 # (and the plan the model shows for approval: ExitPlanMode's ``plan``, 2.0.x)
 PLAN_TOOL = "ExitPlanMode"
 WORDS_TOOLS = (ASK_TOOL, PLAN_TOOL)
+# A tool call the human rejected with words ("No" + Tab to amend): Claude Code writes them in
+# the call's error result, which opens with REJECTED, after one of FEEDBACK_MARKS (2.1.328 /
+# 2.0.37), and sends them to the model
 REJECTED = "The user doesn't want to proceed with this tool use."
-# 2.1.328 (and 2.0.55) / 2.0.37: the words follow one of these
 FEEDBACK_MARKS = ("To tell you how to proceed, the user said:\n",
                   "The user provided the following reason for the rejection:")
 FEEDBACK_BYTES = tuple(mark.rstrip("\n").encode() for mark in FEEDBACK_MARKS)
